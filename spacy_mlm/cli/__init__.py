@@ -1,0 +1,13 @@
+"""The `spacy_mlm` command line (`python -m spacy_mlm ...`). Each command lives in
+its own module and registers itself on `app` with `@app.command(...)`."""
+import typer
+
+app = typer.Typer(
+    name="spacy_mlm",
+    help="Masked-language-model encoders for spaCy: pretrain, fine-tune, evaluate.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+# Command modules (importing them registers their commands on `app`).
+from . import encode  # noqa: E402,F401

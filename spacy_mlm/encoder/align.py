@@ -1,0 +1,65 @@
+"""Alignment of subword pieces to spaCy tokens by character offsets.
+
+Pieces and tokens come from different tokenizers, so the only ground truth they
+share is the text. A piece aligns to every token whose character span it
+overlaps. That covers every awkward case without special rules: a whitespace
+token overlaps no piece; a piece spanning two tokens is shared by both; characters
+the subword tokenizer drops (control, zero-width) leave their token without
+pieces; special tokens have empty spans and align to nothing.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """A many-to-many alignment as (token, piece) pairs sorted by token then piece."""
+
+    n_tokens: int
+    n_pieces: int
+    token_index: np.ndarray  # int64 (n_pairs,)
+    piece_index: np.ndarray  # int64 (n_pairs,)
+
+    def pieces_of(self, token: int) -> np.ndarray:
+        lo, hi = np.searchsorted(self.token_index, [token, token + 1])
+        return self.piece_index[lo:hi]
+
+    def lengths(self) -> np.ndarray:
+        """Number of pieces of each token."""
+        return np.bincount(self.token_index, minlength=self.n_tokens).astype(np.int64)
+
+    def tokens_of_pieces(self) -> np.ndarray:
+        """For each piece the first token it aligns to, or -1."""
+        first = np.full(self.n_pieces, -1, dtype=np.int64)
+        # pairs are sorted by token, so the reversed assignment leaves the smallest token
+        first[self.piece_index[::-1]] = self.token_index[::-1]
+        return first
+
+
+def align_pieces_to_tokens(
+    token_starts: np.ndarray,
+    token_ends: np.ndarray,
+    piece_starts: np.ndarray,
+    piece_ends: np.ndarray,
+) -> Alignment:
+    """Align pieces to the tokens they overlap. Token spans must be sorted and
+    non-overlapping (spaCy's are); pieces may come in any order."""
+    token_starts = np.asarray(token_starts, dtype=np.int64)
+    token_ends = np.asarray(token_ends, dtype=np.int64)
+    piece_starts = np.asarray(piece_starts, dtype=np.int64)
+    piece_ends = np.asarray(piece_ends, dtype=np.int64)
+    n_tokens, n_pieces = len(token_starts), len(piece_starts)
+    nonempty = piece_ends > piece_starts
+    # first token ending after the piece starts; last token starting before it ends
+    first = np.searchsorted(token_ends, piece_starts, side="right")
+    last = np.searchsorted(token_starts, piece_ends, side="left") - 1
+    # a zero-length token (possible with spaCy) never overlaps anything
+    counts = np.where(nonempty, np.maximum(last - first + 1, 0), 0)
+    piece_index = np.repeat(np.arange(n_pieces, dtype=np.int64), counts)
+    offsets = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    token_index = np.repeat(first, counts) + offsets
+    keep = token_ends[token_index] > token_starts[token_index] if len(token_index) else np.zeros(0, bool)
+    token_index, piece_index = token_index[keep], piece_index[keep]
+    order = np.lexsort((piece_index, token_index))
+    return Alignment(n_tokens, n_pieces, token_index[order], piece_index[order])

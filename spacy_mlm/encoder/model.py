@@ -1,0 +1,268 @@
+"""The encoder as a Thinc model.
+
+`forward(model, docs, is_train)` tokenizes the docs, runs the transformer over
+their windows in length-sorted batches (less padding) and returns an
+`EncoderBatch`: one tensor of piece vectors per doc (windows merged) plus the
+[CLS] vectors. In training those tensors are autograd leaves: listeners pool
+from them and accumulate gradients into `.grad`; the backprop callback then
+pushes the accumulated gradient through the transformer once.
+"""
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Model, PyTorchShim
+
+from ..errors import NotInitializedError
+from .align import Alignment, align_pieces_to_tokens
+from .backbone import (
+    build_scratch_backbone,
+    freeze_backbone,
+    load_backbone,
+    max_positions,
+    uses_token_type_ids,
+)
+from .output import DocEncoding
+from .tokenize import DocPieces, PieceTokenizer
+
+
+@dataclass
+class EncoderBatch:
+    docs: List[Doc]
+    pieces: List[DocPieces]
+    alignments: List[Alignment]
+    hidden: List[torch.Tensor]  # per doc (n_pieces, width)
+    cls: torch.Tensor  # (n_docs, width)
+    layers: Optional[List[torch.Tensor]] = None  # per doc (n_layers + 1, n_pieces, width)
+    leaves: Tuple[torch.Tensor, ...] = ()  # in training: the tensors listeners' gradients accumulate in
+
+    def to_doc_encodings(self, tokenizer) -> List[DocEncoding]:
+        result = []
+        for i, (pieces, alignment) in enumerate(zip(self.pieces, self.alignments)):
+            result.append(
+                DocEncoding(
+                    piece_ids=pieces.ids,
+                    piece_offsets=np.stack([pieces.starts, pieces.ends], axis=1),
+                    alignment=alignment,
+                    hidden=self.hidden[i].detach().cpu().numpy(),
+                    cls=self.cls[i].detach().cpu().numpy(),
+                    layers=None if self.layers is None else self.layers[i].detach().cpu().numpy(),
+                    pieces=tokenizer.hf.convert_ids_to_tokens(pieces.ids.tolist()),
+                )
+            )
+        return result
+
+
+def _encoder_model(init: Callable, **attrs) -> Model:
+    return Model(
+        "mlm_encoder",
+        forward,
+        init=init,
+        attrs={"tokenizer": None, **attrs},
+        shims=[],
+        dims={"nO": None},
+    )
+
+
+@registry.architectures("spacy_mlm.HFEncoder.v1")
+def build_hf_encoder_v1(
+    path: str,
+    window: int = 0,
+    overlap: int = 128,
+    trainable_layers: int = -1,
+    output_hidden_states: bool = False,
+    max_batch_pieces: int = 16384,
+) -> Model[List[Doc], EncoderBatch]:
+    """An encoder loaded from a local Hugging Face directory (BERT, RoBERTa, XLM-R, DistilBERT...).
+
+    window: pieces per window, specials included; 0 = the model's maximum.
+    overlap: pieces shared by consecutive windows of a long document.
+    trainable_layers: -1 all train, 0 frozen, k = only the last k layers.
+    output_hidden_states: also keep every layer's output on `doc._.mlm_encoding.layers`.
+    max_batch_pieces: padded pieces per forward pass (memory bound)."""
+
+    def load(model: Model, X=None, Y=None) -> None:
+        _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
+
+    return _encoder_model(
+        load,
+        path=path,
+        window=window,
+        overlap=overlap,
+        trainable_layers=trainable_layers,
+        output_hidden_states=output_hidden_states,
+        max_batch_pieces=max_batch_pieces,
+    )
+
+
+@registry.architectures("spacy_mlm.ScratchEncoder.v1")
+def build_scratch_encoder_v1(
+    tokenizer_path: str,
+    architecture: str = "bert",
+    hidden_width: int = 256,
+    depth: int = 4,
+    n_heads: int = 4,
+    intermediate_width: int = 1024,
+    max_positions: int = 512,
+    dropout: float = 0.1,
+    window: int = 0,
+    overlap: int = 128,
+    trainable_layers: int = -1,
+    output_hidden_states: bool = False,
+    max_batch_pieces: int = 16384,
+) -> Model[List[Doc], EncoderBatch]:
+    """A randomly initialised encoder of the given size, for training from scratch;
+    `tokenizer_path` is a directory with a fast tokenizer (see `spacy_mlm pretrain`)."""
+
+    def build(model: Model, X=None, Y=None) -> None:
+        _set_backbone(
+            model,
+            *build_scratch_backbone(
+                tokenizer_path,
+                architecture,
+                hidden_width,
+                depth,
+                n_heads,
+                intermediate_width,
+                max_positions,
+                dropout,
+                output_hidden_states=output_hidden_states,
+            ),
+        )
+
+    return _encoder_model(
+        build,
+        path=tokenizer_path,
+        window=window,
+        overlap=overlap,
+        trainable_layers=trainable_layers,
+        output_hidden_states=output_hidden_states,
+        max_batch_pieces=max_batch_pieces,
+    )
+
+
+def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:
+    """Install a loaded transformer + tokenizer into the Thinc model."""
+    hf_model.config.output_hidden_states = model.attrs["output_hidden_states"]
+    freeze_backbone(hf_model, model.attrs["trainable_layers"])
+    limit = max_positions(hf_model, hf_tokenizer)
+    window = model.attrs["window"] or limit
+    model.attrs["tokenizer"] = PieceTokenizer(hf_tokenizer, min(window, limit), model.attrs["overlap"])
+    model.attrs["type_ids"] = uses_token_type_ids(hf_model)
+    model.shims[:] = [PyTorchShim(hf_model)]
+    model.set_dim("nO", int(hf_model.config.hidden_size), force=True)
+
+
+def get_hf_model(model: Model):
+    if not model.shims:
+        raise NotInitializedError(
+            "the encoder has no weights yet: call nlp.initialize() (or load a saved pipeline) first"
+        )
+    return model.shims[0]._model
+
+
+def forward(model: Model, docs: Sequence[Doc], is_train: bool):
+    hf_model = get_hf_model(model)
+    tokenizer: PieceTokenizer = model.attrs["tokenizer"]
+    docs = list(docs)
+    pieces = tokenizer(docs)
+    alignments = [_align(doc, p) for doc, p in zip(docs, pieces)]
+    trains = is_train and any(p.requires_grad for p in hf_model.parameters())
+    hf_model.train(is_train)
+    keep_layers = model.attrs["output_hidden_states"] and not is_train
+    # inference_mode is fastest but its tensors can't become autograd leaves.
+    context = torch.enable_grad() if trains else torch.no_grad() if is_train else torch.inference_mode()
+    with context:
+        packed, packed_layers = _run(model, hf_model, pieces, keep_layers)
+    hidden, cls, layers = _unpack(pieces, packed, packed_layers)
+    if not is_train:
+        return EncoderBatch(docs, pieces, alignments, hidden, cls, layers), _no_backprop
+    # Leaves for the listeners; gradients accumulate in their .grad.
+    flat = torch.cat(hidden) if hidden else packed[:0]
+    flat_leaf = flat.detach().requires_grad_(True)
+    cls_leaf = cls.detach().requires_grad_(True)
+    sizes = [len(h) for h in hidden]
+    batch = EncoderBatch(
+        docs, pieces, alignments, list(torch.split(flat_leaf, sizes)), cls_leaf, leaves=(flat_leaf, cls_leaf)
+    )
+
+    def backprop(_: EncoderBatch) -> List[Doc]:
+        if trains:
+            grads = [g if g is not None else torch.zeros_like(t) for t, g in ((flat_leaf, flat_leaf.grad), (cls_leaf, cls_leaf.grad))]
+            torch.autograd.backward([flat, cls], grads)
+        return []
+
+    return batch, backprop
+
+
+def _no_backprop(_):
+    return []
+
+
+def _align(doc: Doc, pieces: DocPieces) -> Alignment:
+    starts = np.fromiter((t.idx for t in doc), dtype=np.int64, count=len(doc))
+    ends = starts + np.fromiter((len(t) for t in doc), dtype=np.int64, count=len(doc))
+    return align_pieces_to_tokens(starts, ends, pieces.starts, pieces.ends)
+
+
+def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
+    """Run every window; return all non-padding rows packed in window order."""
+    windows = [w for p in pieces for w in p.windows]
+    lengths = np.array([len(w.input_ids) for w in windows], dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    budget = model.attrs["max_batch_pieces"]
+    device = next(hf_model.parameters()).device
+    pad_id = model.attrs["tokenizer"].hf.pad_token_id or 0
+    rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
+    layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
+    start = 0
+    while start < len(order):
+        longest = int(lengths[order[start]])
+        n = max(1, min(len(order) - start, budget // max(longest, 1)))
+        chunk = order[start : start + n]
+        start += n
+        ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)
+        types = np.zeros_like(ids)
+        mask = np.zeros_like(ids)
+        for row, w in enumerate(chunk):
+            length = lengths[w]
+            ids[row, :length] = windows[w].input_ids
+            types[row, :length] = windows[w].token_type_ids
+            mask[row, :length] = 1
+        inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+        if model.attrs["type_ids"]:
+            inputs["token_type_ids"] = torch.from_numpy(types).to(device)
+        out = hf_model(**inputs, output_hidden_states=keep_layers, return_dict=True)
+        for row, w in enumerate(chunk):
+            rows_by_window[w] = out.last_hidden_state[row, : lengths[w]]
+            if keep_layers:
+                layers_by_window[w] = torch.stack([h[row, : lengths[w]] for h in out.hidden_states])
+    width = int(hf_model.config.hidden_size)
+    packed = torch.cat(rows_by_window) if windows else torch.zeros((0, width), device=device)
+    packed_layers = torch.cat(layers_by_window, dim=1) if keep_layers and windows else None
+    return packed, packed_layers
+
+
+def _unpack(pieces: List[DocPieces], packed: torch.Tensor, packed_layers: Optional[torch.Tensor]):
+    """Per-doc piece rows (each from its owner window) and first-window [CLS] rows."""
+    window_offsets = []
+    offset = 0
+    for p in pieces:
+        starts = []
+        for w in p.windows:
+            starts.append(offset)
+            offset += len(w.input_ids)
+        window_offsets.append(np.asarray(starts, dtype=np.int64))
+    gather = [offs[p.owner] + p.owner_position for p, offs in zip(pieces, window_offsets)]
+    sizes = [len(g) for g in gather]
+    index = torch.from_numpy(np.concatenate(gather) if gather else np.zeros(0, np.int64)).to(packed.device)
+    hidden = list(torch.split(packed[index], sizes))
+    cls_index = torch.from_numpy(np.asarray([offs[0] for offs in window_offsets], dtype=np.int64)).to(packed.device)
+    cls = packed[cls_index]
+    layers = None
+    if packed_layers is not None:
+        layers = list(torch.split(packed_layers[:, index], sizes, dim=1))
+    return hidden, cls, layers

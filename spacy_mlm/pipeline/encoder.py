@@ -1,0 +1,180 @@
+"""The shared masked-LM encoder as a spaCy pipeline component ("mlm_encoder").
+
+Like spaCy's `tok2vec`, it runs once per batch and hands its output to the
+components listening to it (see `encoder/listener.py`), so several heads
+fine-tune one transformer. It sets `doc._.mlm_encoding` at prediction time.
+"""
+import tempfile
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+import srsly
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
+from spacy.training import Example, validate_get_examples
+from spacy.util import ensure_path
+from thinc.api import Model, Optimizer
+
+from ..encoder.backbone import load_backbone, save_backbone
+from ..encoder.listener import EncoderListener
+from ..encoder.model import EncoderBatch, _set_backbone, get_hf_model
+from ..encoder.output import ENCODING_ATTR, DocEncoding
+from ..errors import ModelLoadError
+
+FORMAT_VERSION = 1
+
+DEFAULT_ENCODER_MODEL = """
+[model]
+@architectures = "spacy_mlm.HFEncoder.v1"
+path = null
+window = 0
+overlap = 128
+trainable_layers = -1
+output_hidden_states = false
+max_batch_pieces = 16384
+"""
+
+
+@Language.factory(
+    "mlm_encoder",
+    assigns=[f"doc._.{ENCODING_ATTR}"],
+    default_config={"model": {"@architectures": "spacy_mlm.HFEncoder.v1", "path": None}},
+)
+def make_mlm_encoder(nlp: Language, name: str, model: Model) -> "MLMEncoder":
+    """A transformer encoder (BERT, RoBERTa, XLM-R, DistilBERT...) shared by the
+    components that listen to it. `model.path` names a local Hugging Face directory.
+    Weights load in `nlp.initialize()`, or from the saved pipeline in `spacy.load`."""
+    return MLMEncoder(nlp.vocab, model, name=name)
+
+
+class MLMEncoder(TrainablePipe):
+    def __init__(self, vocab, model: Model, name: str = "mlm_encoder"):
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.listener_map: Dict[str, List[EncoderListener]] = {}
+        self.cfg: Dict = {}
+
+    # -- listeners (same protocol as spaCy's Tok2Vec) --------------------------
+    @property
+    def listeners(self) -> List[EncoderListener]:
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: EncoderListener, component_name: str) -> None:
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+
+    def remove_listener(self, listener: EncoderListener, component_name: str) -> bool:
+        if component_name in self.listener_map and listener in self.listener_map[component_name]:
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            return True
+        return False
+
+    def find_listeners(self, component) -> None:
+        names = ("*", self.name)
+        if isinstance(getattr(component, "model", None), Model):
+            for node in component.model.walk():
+                if isinstance(node, EncoderListener) and node.upstream_name in names:
+                    self.add_listener(node, component.name)
+
+    # -- prediction -------------------------------------------------------------
+    def predict(self, docs: Iterable[Doc]) -> List[DocEncoding]:
+        docs = list(docs)
+        if not docs:
+            return []
+        batch, _ = self.model(docs, is_train=False)
+        return batch.to_doc_encodings(self.model.attrs["tokenizer"])
+
+    def set_annotations(self, docs: Iterable[Doc], encodings: List[DocEncoding]) -> None:
+        for doc, encoding in zip(docs, encodings):
+            doc._.set(ENCODING_ATTR, encoding)
+
+    # -- training ---------------------------------------------------------------
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        if losses is None:
+            losses = {}
+        docs = [eg.predicted for eg in examples]
+        losses.setdefault(self.name, 0.0)
+        if not docs:
+            return losses
+        batch, bp_batch = self.model.begin_update(docs)
+
+        def accumulate_gradient(_: None) -> None:
+            """Listeners already added their gradient to the shared leaves."""
+
+        def backprop(_: None) -> None:
+            # like tok2vec, report the squared norm of the gradient reaching the encoder
+            losses[self.name] += sum(float((leaf.grad**2).sum()) for leaf in batch.leaves if leaf.grad is not None)
+            bp_batch(batch)
+            if sgd is not None:
+                self.finish_update(sgd)
+
+        batch_id = EncoderListener.get_batch_id(docs)
+        for listener in self.listeners[:-1]:
+            listener.receive(batch_id, batch, accumulate_gradient)
+        if self.listeners:
+            self.listeners[-1].receive(batch_id, batch, backprop)
+        return losses
+
+    def get_loss(self, examples, scores):
+        return None, None
+
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
+        validate_get_examples(get_examples, "MLMEncoder.initialize")
+        self.model.initialize()
+
+    def add_label(self, label: str) -> int:
+        raise NotImplementedError(f"the '{self.name}' component has no labels")
+
+    # -- serialization ------------------------------------------------------------
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        path = ensure_path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        hf_model = get_hf_model(self.model)
+        save_backbone(hf_model, self.model.attrs["tokenizer"].hf, path / "model")
+        srsly.write_json(path / "cfg", {"format_version": FORMAT_VERSION, **self.cfg})
+
+    def from_disk(self, path, *, exclude=tuple()) -> "MLMEncoder":
+        path = ensure_path(path)
+        cfg_path = path / "cfg"
+        if not cfg_path.exists():
+            raise ModelLoadError(path, "not a saved mlm_encoder component (no cfg file)")
+        cfg = srsly.read_json(cfg_path)
+        version = cfg.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ModelLoadError(
+                path, f"saved with encoder format version {version}; this spacy-mlm reads version {FORMAT_VERSION}"
+            )
+        _set_backbone(self.model, *load_backbone(path / "model"))
+        return self
+
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        with tempfile.TemporaryDirectory() as tmp:
+            self.to_disk(tmp)
+            files = {str(p.relative_to(tmp)): p.read_bytes() for p in Path(tmp).rglob("*") if p.is_file()}
+        return srsly.msgpack_dumps(files)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "MLMEncoder":
+        files = srsly.msgpack_loads(bytes_data)
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel, data in files.items():
+                target = Path(tmp) / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            self.from_disk(tmp)
+        return self
