@@ -1,0 +1,62 @@
+import itertools
+
+import numpy
+import pytest
+
+from spacy_mlm.errors import SpacyMlmError
+from spacy_mlm.similarity.scoring import accuracy_at, cosine_rows, tune_threshold
+
+
+def test_cosine_rows_matches_definition_and_handles_zeros():
+    A = numpy.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [3.0, 4.0]])
+    B = numpy.array([[0.0, 2.0], [2.0, 2.0], [1.0, 1.0], [-3.0, -4.0]])
+    numpy.testing.assert_allclose(cosine_rows(A, B), [0.0, 1.0, 0.0, -1.0])
+    with pytest.raises(SpacyMlmError):
+        cosine_rows(A, B[:2])
+
+
+def test_tune_threshold_separable():
+    scores = [0.9, 0.1, 0.3, 0.8, 0.2]
+    labels = [True, False, False, True, False]
+    threshold, acc = tune_threshold(scores, labels)
+    assert acc == 1.0
+    assert threshold == pytest.approx(0.55)
+    assert accuracy_at(scores, labels, threshold) == 1.0
+
+
+def test_tune_threshold_noisy_hand_made():
+    # Sorted: 0.1F 0.2T 0.3F 0.4F 0.5T 0.6T 0.7F 0.8T -> best cut between 0.4 and 0.5 (6/8).
+    scores = [0.5, 0.1, 0.7, 0.3, 0.8, 0.2, 0.6, 0.4]
+    labels = [True, False, False, False, True, True, True, False]
+    threshold, acc = tune_threshold(scores, labels)
+    assert threshold == pytest.approx(0.45)
+    assert acc == pytest.approx(6 / 8)
+
+
+def test_tune_threshold_all_one_class_and_ties():
+    assert tune_threshold([0.2, 0.5, 0.5], [True, True, True]) == (pytest.approx(-0.8), 1.0)
+    assert tune_threshold([0.2, 0.5], [False, False]) == (pytest.approx(1.5), 1.0)
+    # Tied scores with different labels cannot be split: best is 2/3.
+    threshold, acc = tune_threshold([0.5, 0.5, 0.9], [True, False, True])
+    assert acc == pytest.approx(2 / 3)
+    assert accuracy_at([0.5, 0.5, 0.9], [True, False, True], threshold) == pytest.approx(acc)
+
+
+def test_tune_threshold_is_optimal_against_brute_force():
+    rng = numpy.random.default_rng(0)
+    for _ in range(30):
+        n = int(rng.integers(1, 12))
+        scores = rng.integers(0, 5, size=n) / 4.0  # many ties
+        labels = rng.random(n) < 0.5
+        threshold, acc = tune_threshold(scores, labels)
+        candidates = list(scores) + [scores.min() - 1, scores.max() + 1]
+        best = max(accuracy_at(scores, labels, t) for t in candidates)
+        assert acc == pytest.approx(best)
+        assert accuracy_at(scores, labels, threshold) == pytest.approx(acc)
+
+
+def test_bad_input():
+    with pytest.raises(SpacyMlmError):
+        tune_threshold([], [])
+    with pytest.raises(SpacyMlmError):
+        tune_threshold([0.1, 0.2], [True])

@@ -1,0 +1,161 @@
+import numpy
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacy_mlm.errors import ModelLoadError, NotInitializedError, SpacyMlmError
+from spacy_mlm.similarity.transforms import (
+    MeanCenter,
+    RemoveTopComponents,
+    Standardize,
+    TransformChain,
+    build_vector_transform_v1,
+    make_transform_chain,
+)
+
+
+def anisotropic(n=400, width=12, seed=0):
+    """Vectors with a big shared offset, one dominant direction and uneven scales,
+    like raw contextual embeddings."""
+    rng = numpy.random.default_rng(seed)
+    X = rng.normal(size=(n, width)) * rng.uniform(0.2, 5.0, size=width)
+    X += 10.0 + rng.normal(size=(n, 1)) * 30.0 * rng.normal(size=width)
+    return X.astype("float32")
+
+
+def test_center_gives_zero_mean():
+    X = anisotropic()
+    out = MeanCenter().fit(X).apply(X)
+    assert numpy.abs(out.mean(axis=0)).max() < 1e-3
+    assert numpy.abs(X.mean(axis=0)).max() > 1.0
+
+
+def test_standardize_gives_zero_mean_unit_variance():
+    X = anisotropic()
+    out = Standardize().fit(X).apply(X)
+    numpy.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-3)
+    numpy.testing.assert_allclose(out.std(axis=0), 1.0, atol=1e-3)
+
+
+def test_standardize_leaves_constant_dimension_finite():
+    X = anisotropic()
+    X[:, 3] = 7.0
+    out = Standardize().fit(X).apply(X)
+    assert numpy.isfinite(out).all()
+    numpy.testing.assert_allclose(out[:, 3], 0.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_components", [1, 3])
+def test_abtt_output_orthogonal_to_removed_components(n_components):
+    X = anisotropic()
+    step = RemoveTopComponents(n_components).fit(X)
+    U = step.arrays["components"]
+    assert U.shape == (n_components, X.shape[1])
+    numpy.testing.assert_allclose(U @ U.T, numpy.eye(n_components), atol=1e-5)
+    out = step.apply(X)
+    assert numpy.abs(out @ U.T).max() < 1e-3
+    assert numpy.abs(out.mean(axis=0)).max() < 1e-3
+    # Also for vectors it was not fitted on.
+    new = anisotropic(n=20, seed=5)
+    assert numpy.abs(step.apply(new) @ U.T).max() < 1e-3
+
+
+def test_abtt_removes_the_directions_of_largest_variance():
+    X = anisotropic()
+    centered = X - X.mean(axis=0)
+    _, _, vt = numpy.linalg.svd(centered, full_matrices=False)
+    step = RemoveTopComponents(2).fit(X)
+    # Same subspace as the top-2 right singular vectors (sign-free comparison).
+    overlap = numpy.abs(step.arrays["components"] @ vt[:2].T)
+    numpy.testing.assert_allclose(numpy.linalg.svd(overlap)[1], 1.0, atol=1e-4)
+    # And the residual variance equals the sum of the remaining eigenvalues.
+    out = step.apply(X)
+    sv = numpy.linalg.svd(centered, compute_uv=False)
+    numpy.testing.assert_allclose((out**2).sum(), (sv[2:] ** 2).sum(), rtol=1e-3)
+
+
+def test_abtt_makes_cosines_less_uniform():
+    rng = numpy.random.default_rng(1)
+    X = (rng.normal(size=(300, 10)) + 20.0 + rng.normal(size=(300, 1)) * 8.0).astype("float32")
+
+    def mean_cos(M):
+        M = M / numpy.linalg.norm(M, axis=1, keepdims=True)
+        return float((M @ M.T).mean())
+
+    assert mean_cos(X) > 0.9
+    assert abs(mean_cos(RemoveTopComponents(1).fit(X).apply(X))) < 0.05
+
+
+def test_chain_fits_each_step_on_previous_output():
+    X = anisotropic()
+    chain = make_transform_chain(["standardize", "abtt"], n_components=2).fit(X)
+    assert chain.kinds == ["standardize", "abtt"]
+    out = chain.apply(X)
+    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    manual = RemoveTopComponents(2).fit(Z).apply(Z)
+    numpy.testing.assert_allclose(out, manual, atol=1e-3)
+    assert numpy.abs(out @ chain.steps[1].arrays["components"].T).max() < 1e-3
+
+
+def test_empty_chain_is_identity_and_fitted():
+    X = anisotropic(n=5)
+    chain = build_vector_transform_v1(steps=[])
+    assert chain.is_fitted
+    numpy.testing.assert_array_equal(chain.apply(X), X)
+    assert chain.describe() == "raw"
+
+
+def test_apply_accepts_single_vector():
+    X = anisotropic()
+    chain = make_transform_chain(["center", "abtt"]).fit(X)
+    numpy.testing.assert_allclose(chain.apply(X[7]), chain.apply(X)[7], atol=1e-5)
+
+
+def test_unfitted_and_width_errors():
+    with pytest.raises(NotInitializedError, match="not fitted"):
+        make_transform_chain(["center"]).apply(numpy.zeros((2, 4)))
+    step = MeanCenter().fit(anisotropic(width=6))
+    with pytest.raises(SpacyMlmError, match="width 6"):
+        step.apply(numpy.zeros((3, 5)))
+    with pytest.raises(SpacyMlmError, match="unknown transform step"):
+        make_transform_chain(["whiten"])
+    with pytest.raises(SpacyMlmError, match="n_components"):
+        RemoveTopComponents(12).fit(anisotropic(width=12))
+    with pytest.raises(SpacyMlmError, match="at least 2"):
+        MeanCenter().fit(numpy.zeros((1, 4)))
+
+
+def test_chain_survives_bytes_and_disk(tmp_path):
+    X = anisotropic()
+    chain = make_transform_chain(["center", "standardize", "abtt"], n_components=3).fit(X)
+    probe = anisotropic(n=7, seed=3)
+    expected = chain.apply(probe)
+    again = TransformChain.from_bytes(chain.to_bytes())
+    assert again.describe() == chain.describe() == "center+standardize(eps=1e-06)+abtt(n_components=3)"
+    numpy.testing.assert_array_equal(again.apply(probe), expected)
+    path = tmp_path / "sub" / "transform.bin"
+    chain.to_disk(path)
+    numpy.testing.assert_array_equal(TransformChain.from_disk(path).apply(probe), expected)
+
+
+def test_broken_files_raise_model_load_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="not found"):
+        TransformChain.from_disk(tmp_path / "missing.bin")
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"\x93garbage")
+    with pytest.raises(ModelLoadError, match="bad.bin"):
+        TransformChain.from_disk(bad)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(min_value=6, max_value=40),
+    width=st.integers(min_value=3, max_value=8),
+    seed=st.integers(min_value=0, max_value=10_000),
+)
+def test_abtt_orthogonality_property(n, width, seed):
+    X = anisotropic(n=n, width=width, seed=seed)
+    step = RemoveTopComponents(1).fit(X)
+    out = step.apply(X)
+    scale = numpy.abs(X - X.mean(axis=0)).max()
+    assert numpy.abs(out @ step.arrays["components"].T).max() <= 1e-4 * max(scale, 1.0)
