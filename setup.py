@@ -25,8 +25,12 @@ setup(
     },
     entry_points={
         "console_scripts": ["spacy_mlm = spacy_mlm.cli:app"],
+        "spacy_misc": [
+            "spacy_mlm.VectorTransform.v1 = spacy_mlm.similarity.transforms:build_vector_transform_v1",
+        ],
         "spacy_factories": [
             "mlm_encoder = spacy_mlm.pipeline.encoder:make_mlm_encoder",
+            "mlm_vectors = spacy_mlm.pipeline.similarity:make_mlm_vectors",
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.encoder.model:build_hf_encoder_v1",

@@ -6,3 +6,4 @@ __version__ = "0.1.0"
 from .encoder import listener, model  # noqa: E402,F401
 from .encoder.pair import make_pair_doc  # noqa: E402,F401
 from .pipeline import encoder  # noqa: E402,F401
+from .pipeline import similarity  # noqa: E402,F401

@@ -1,0 +1,173 @@
+import pickle
+
+import numpy
+import pytest
+import spacy
+
+import spacy_mlm  # noqa: F401
+from spacy_mlm.errors import ModelLoadError, SpacyMlmError
+from spacy_mlm.pipeline.similarity import (
+    ContextualVectors,
+    docs_before,
+    ensure_vectors_component,
+    layer_indices,
+    make_vectors_pipeline,
+)
+
+RIVER = "The river bank was muddy after the rain."
+MONEY = "She opened an account at the bank on Main Street."
+TEXTS = [
+    RIVER, MONEY, "The pond lies in a quiet wood near the town of Concord.",
+    "Our team won the match by two goals.", "He sat by the window and read an old book.",
+    "The cat sleeps on the warm stone wall.", "Prices rose sharply in the second quarter.",
+    "Children play football in the park every Saturday.",
+]
+
+
+@pytest.fixture(scope="module")
+def vec_nlp(tiny_model_dir):
+    return make_vectors_pipeline(tiny_model_dir, all_layers=True)
+
+
+def mean_pieces(doc, token, source):
+    return source[doc._.mlm_encoding.alignment.pieces_of(token.i)].mean(axis=0)
+
+
+def cos(a, b):
+    return float(a @ b / numpy.linalg.norm(a) / numpy.linalg.norm(b))
+
+
+def test_hooks_use_contextual_vectors(vec_nlp):
+    doc, other = vec_nlp(RIVER), vec_nlp(MONEY)
+    bank, bank2 = doc[2], other[6]
+    assert bank.text == bank2.text == "bank"
+    enc = doc._.mlm_encoding
+    numpy.testing.assert_allclose(bank.vector, mean_pieces(doc, bank, enc.hidden), atol=1e-6)
+    assert bank.has_vector and bank.vector_norm == pytest.approx(numpy.linalg.norm(bank.vector))
+    # Same word, different contexts: not the static-vector 1.0.
+    sim = bank.similarity(bank2)
+    assert sim == pytest.approx(cos(bank.vector, bank2.vector), abs=1e-6) and sim < 0.999
+    span = doc[1:3]
+    numpy.testing.assert_allclose(span.vector, (doc[1].vector + doc[2].vector) / 2, atol=1e-6)
+    assert span.vector_norm == pytest.approx(float(numpy.linalg.norm(span.vector)), rel=1e-5)
+    numpy.testing.assert_allclose(doc.vector, numpy.stack([t.vector for t in doc]).mean(axis=0), atol=1e-6)
+    assert doc.similarity(other) == pytest.approx(cos(doc.vector, other.vector), abs=1e-6)
+    assert span.similarity(bank2) == pytest.approx(cos(span.vector, bank2.vector), abs=1e-6)
+    pickle.loads(pickle.dumps(doc))  # hooks are module functions, docs stay picklable
+
+
+def test_token_without_pieces_has_no_vector_and_is_left_out_of_means(vec_nlp):
+    doc = vec_nlp("river  bank")  # the double space becomes a whitespace token
+    assert doc[1].is_space
+    assert not doc[1].has_vector and doc[1].vector_norm == 0.0
+    numpy.testing.assert_allclose(doc.vector, (doc[0].vector + doc[2].vector) / 2, atol=1e-6)
+    assert doc[1].similarity(doc[0]) == 0.0
+
+
+def test_layer_choices(tiny_model_dir, vec_nlp):
+    text = TEXTS[2]
+    layers = vec_nlp(text)._.mlm_encoding.layers  # (embeddings + 2 layers, pieces, width)
+    assert layers.shape[0] == 3
+    emb = make_vectors_pipeline(tiny_model_dir, layer=0)(text)
+    numpy.testing.assert_allclose(emb[3].vector, mean_pieces(emb, emb[3], layers[0]), atol=1e-5)
+    last2 = make_vectors_pipeline(tiny_model_dir, layer=-1, n_layers=2)(text)
+    numpy.testing.assert_allclose(
+        last2[3].vector, mean_pieces(last2, last2[3], (layers[1] + layers[2]) / 2), atol=1e-5
+    )
+    assert layer_indices(3, -1, 2) == [1, 2] and layer_indices(3, 1, 1) == [1]
+    with pytest.raises(SpacyMlmError, match="does not exist"):
+        layer_indices(3, 5, 1)
+    with pytest.raises(SpacyMlmError, match="cannot average"):
+        layer_indices(3, 0, 2)
+
+
+def test_other_layer_needs_hidden_states(tiny_model_dir):
+    nlp = make_vectors_pipeline(tiny_model_dir, layer=0, all_layers=False)
+    with pytest.raises(SpacyMlmError, match="output_hidden_states"):
+        nlp("The cat sleeps.")
+
+
+def test_needs_an_encoder_before_it():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_vectors")
+    nlp.initialize()
+    with pytest.raises(SpacyMlmError, match="put an mlm_encoder before it"):
+        nlp("The cat sleeps.")
+    with pytest.raises(SpacyMlmError, match="no mlm_encoder"):
+        ensure_vectors_component(spacy.blank("en"))
+
+
+def test_fit_transform_then_save_and_load(tiny_model_dir, tmp_path):
+    nlp = make_vectors_pipeline(tiny_model_dir, steps=["standardize", "abtt"], n_components=2)
+    component: ContextualVectors = nlp.get_pipe("mlm_vectors")
+    assert not component.transform.is_fitted
+    n = component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS))
+    assert n > 40
+    docs = list(nlp.pipe(TEXTS))
+    fitted = numpy.concatenate([[t.vector for t in d] for d in docs])
+    # Standardize then all-but-the-top: zero mean, orthogonal to the removed directions.
+    numpy.testing.assert_allclose(fitted.mean(axis=0), 0.0, atol=1e-4)
+    assert numpy.abs(fitted @ component.transform.steps[1].arrays["components"].T).max() < 1e-4
+    nlp.to_disk(tmp_path / "pipe")
+    loaded = spacy.load(tmp_path / "pipe")
+    again = loaded(TEXTS[0])
+    numpy.testing.assert_allclose(again[2].vector, docs[0][2].vector, atol=1e-5)
+    assert again[2].similarity(loaded(TEXTS[1])[6]) == pytest.approx(docs[0][2].similarity(docs[1][6]), abs=1e-5)
+    # bytes round trip into a component configured the same way
+    blank = make_vectors_pipeline(tiny_model_dir, steps=["standardize", "abtt"], n_components=2)
+    blank.get_pipe("mlm_vectors").from_bytes(component.to_bytes())
+    numpy.testing.assert_allclose(blank(TEXTS[0])[2].vector, docs[0][2].vector, atol=1e-5)
+    # a pipeline whose config asks for a different transform refuses the saved one
+    other = make_vectors_pipeline(tiny_model_dir, steps=["center"])
+    with pytest.raises(ModelLoadError, match="config asks for"):
+        other.get_pipe("mlm_vectors").from_disk(tmp_path / "pipe" / "mlm_vectors")
+
+
+def test_unfitted_transform_is_reported(tiny_model_dir):
+    nlp = make_vectors_pipeline(tiny_model_dir, steps=["center"])
+    with pytest.raises(SpacyMlmError, match="not fitted"):
+        nlp("The cat sleeps.")
+
+
+def test_sense_inventory_assigns_nearest_sense_and_survives_save(vec_nlp, tiny_model_dir, tmp_path):
+    nlp = make_vectors_pipeline(tiny_model_dir)
+    component = nlp.get_pipe("mlm_vectors")
+    river = nlp("The river bank was muddy after the rain.")
+    money = nlp("She opened an account at the bank on Main Street.")
+    assert river[2].text == money[6].text == "bank"
+    assert component.add_sense_examples([(river[2], "bank%shore"), (money[6], "bank%money")]) == 2
+    assert component.senses.senses("bank") == ["bank%shore", "bank%money"]
+    # The labeled tokens themselves are nearest to their own centroid (score 1).
+    again = nlp("The river bank was muddy after the rain.")
+    assert again[2]._.sense == "bank%shore" and again[2]._.sense_score == pytest.approx(1.0, abs=1e-5)
+    assert again[1]._.sense is None and again[1]._.sense_score is None  # no senses for "river"
+    new = nlp("The bank was muddy.")
+    got = component.senses.assign("bank", new[1].vector)
+    assert new[1]._.sense == got.sense
+    expected = max(
+        ("bank%shore", "bank%money"), key=lambda s: cos(new[1].vector, component.senses.centroid("bank", s))
+    )
+    assert got.sense == expected
+    nlp.to_disk(tmp_path / "senses_pipe")
+    loaded = spacy.load(tmp_path / "senses_pipe")
+    assert loaded("The bank was muddy.")[1]._.sense == new[1]._.sense
+    assert loaded.get_pipe("mlm_vectors").senses.count("bank", "bank%money") == 1
+
+
+def test_refitting_clears_stale_senses(tiny_model_dir):
+    nlp = make_vectors_pipeline(tiny_model_dir, steps=["center"])
+    component = nlp.get_pipe("mlm_vectors")
+    component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS[:4]))
+    doc = nlp(RIVER)
+    component.add_sense_examples([(doc[2], "shore")])
+    assert len(component.senses) == 1
+    assert component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS), max_vectors=30) == 30
+    assert len(component.senses) == 0
+
+
+def test_bad_settings():
+    nlp = spacy.blank("en")
+    with pytest.raises(SpacyMlmError, match="pooling"):
+        nlp.add_pipe("mlm_vectors", config={"pooling": "median"})
+    with pytest.raises(SpacyMlmError, match="sense_key"):
+        nlp.add_pipe("mlm_vectors", config={"sense_key": "pos"})
