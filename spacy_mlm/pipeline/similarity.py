@@ -342,22 +342,51 @@ def find_vectors_component(nlp: Language) -> Optional[str]:
 
 
 def docs_before(nlp: Language, component: str, texts: Iterable[Union[str, Doc]], batch_size: int = 64) -> Iterable[Doc]:
-    """Docs run through the pipeline up to (not including) `component`."""
-    names = nlp.pipe_names
-    later = names[names.index(component):]
-    with nlp.select_pipes(disable=later):
-        yield from nlp.pipe(texts, batch_size=batch_size)
+    """Docs run lazily through the pipeline up to (not including) `component`,
+    e.g. to fit that component's transform on the encoder's raw output."""
+    docs: Iterable[Doc] = (nlp.make_doc(t) if isinstance(t, str) else t for t in texts)
+    for name, proc in nlp.pipeline[: nlp.pipe_names.index(component)]:
+        docs = proc.pipe(docs, batch_size=batch_size) if hasattr(proc, "pipe") else map(proc, docs)
+    return docs
 
 
-def ensure_vectors_component(nlp: Language, **config) -> str:
-    """Name of the pipeline's mlm_vectors component, adding one after its last
-    mlm_encoder (with `config`) when there is none."""
+def configure_vectors_component(nlp: Language, **overrides) -> str:
+    """Name of the pipeline's mlm_vectors component. With no overrides an
+    existing one is kept as it is (fitted state included); otherwise it is
+    replaced by one whose config is the old one updated with `overrides`
+    (pooling, layer, n_layers, steps, n_components), unfitted. A pipeline
+    without one gets one after its last mlm_encoder."""
     name = find_vectors_component(nlp)
+    if name is not None and not overrides:
+        return name
+    settings = {"pooling": "mean", "layer": -1, "n_layers": 1, "steps": [], "n_components": 2}
     if name is not None:
+        old = nlp.config["components"][name]
+        settings.update({k: old[k] for k in ("pooling", "layer", "n_layers")})
+        settings.update(steps=list(old["transform"]["steps"]), n_components=old["transform"]["n_components"])
+    settings.update(overrides)
+    config = vectors_config(**settings)
+    if name is not None:
+        nlp.replace_pipe(name, "mlm_vectors", config=config)
         return name
     encoders = [n for n, pipe in nlp.pipeline if isinstance(pipe, MLMEncoder)]
     if not encoders:
         raise SpacyMlmError("the pipeline has no mlm_encoder component to take contextual vectors from")
-    nlp.add_pipe("mlm_vectors", after=encoders[-1], config=vectors_config(**config))
+    nlp.add_pipe("mlm_vectors", after=encoders[-1], config=config)
     return "mlm_vectors"
 
+
+def load_vectors_pipeline(model: Union[str, Path], **overrides) -> Tuple[Language, str]:
+    """A saved spaCy pipeline directory (config.cfg; an mlm_vectors component is
+    added or reconfigured, see `configure_vectors_component`) or a plain Hugging
+    Face directory (config.json; see `make_vectors_pipeline`). Returns the
+    pipeline and its mlm_vectors component's name."""
+    import spacy
+
+    model = Path(model)
+    if (model / "config.cfg").is_file():
+        nlp = spacy.load(model)
+        return nlp, configure_vectors_component(nlp, **overrides)
+    if (model / "config.json").is_file():
+        return make_vectors_pipeline(model, **overrides), "mlm_vectors"
+    raise ModelLoadError(model, "neither a spaCy pipeline (config.cfg) nor a Hugging Face model directory (config.json)")

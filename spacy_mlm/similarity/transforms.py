@@ -225,6 +225,18 @@ def make_transform_chain(steps: Sequence[str], n_components: int = 2) -> Transfo
     return TransformChain(built)
 
 
+def parse_steps(spec: str) -> List[str]:
+    """Step names from a command-line spec: "standardize+abtt" or "center,abtt";
+    "raw" or "" means no steps."""
+    names = [part.strip() for part in spec.replace("+", ",").split(",") if part.strip()]
+    if names == ["raw"]:
+        return []
+    unknown = [n for n in names if n not in TRANSFORM_KINDS]
+    if unknown:
+        raise SpacyMlmError(f"unknown transform step {unknown[0]!r}; choose from {sorted(TRANSFORM_KINDS)} or 'raw'")
+    return names
+
+
 @registry.misc("spacy_mlm.VectorTransform.v1")
 def build_vector_transform_v1(steps: List[str], n_components: int = 2) -> TransformChain:
     """Config entry for the `mlm_vectors` component: which steps to apply, in

@@ -9,7 +9,7 @@ from spacy_mlm.errors import ModelLoadError, SpacyMlmError
 from spacy_mlm.pipeline.similarity import (
     ContextualVectors,
     docs_before,
-    ensure_vectors_component,
+    configure_vectors_component,
     layer_indices,
     make_vectors_pipeline,
 )
@@ -94,7 +94,7 @@ def test_needs_an_encoder_before_it():
     with pytest.raises(SpacyMlmError, match="put an mlm_encoder before it"):
         nlp("The cat sleeps.")
     with pytest.raises(SpacyMlmError, match="no mlm_encoder"):
-        ensure_vectors_component(spacy.blank("en"))
+        configure_vectors_component(spacy.blank("en"))
 
 
 def test_fit_transform_then_save_and_load(tiny_model_dir, tmp_path):

@@ -11,6 +11,7 @@ from spacy_mlm.similarity.transforms import (
     TransformChain,
     build_vector_transform_v1,
     make_transform_chain,
+    parse_steps,
 )
 
 
@@ -159,3 +160,11 @@ def test_abtt_orthogonality_property(n, width, seed):
     out = step.apply(X)
     scale = numpy.abs(X - X.mean(axis=0)).max()
     assert numpy.abs(out @ step.arrays["components"].T).max() <= 1e-4 * max(scale, 1.0)
+
+
+def test_parse_steps():
+    assert parse_steps("standardize+abtt") == ["standardize", "abtt"]
+    assert parse_steps(" center, abtt ") == ["center", "abtt"]
+    assert parse_steps("raw") == [] and parse_steps("") == []
+    with pytest.raises(SpacyMlmError, match="whiten"):
+        parse_steps("center+whiten")
