@@ -1,0 +1,25 @@
+"""`spacy_mlm fill-mask MODEL TEXT`: top candidates for each blank."""
+import typer
+
+from . import app
+
+
+@app.command("fill-mask")
+def fill_mask_cli(
+    model: str = typer.Argument(..., help="HF model directory with an MLM head (e.g. the output of pretrain)"),
+    text: str = typer.Argument(..., help='text with blanks: ___ or the mask token, e.g. "The ___ of Walden Pond"'),
+    top_k: int = typer.Option(5, "--top-k", "-k", help="candidates per blank"),
+):
+    """Print the top-k candidates with their probabilities for each blank in TEXT."""
+    from ..errors import SpacyMlmError
+    from ..fill_mask import FillMask
+
+    try:
+        results = FillMask(model)(text, top_k)
+    except SpacyMlmError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1)
+    for n, candidates in enumerate(results, start=1):
+        typer.echo(f"blank {n}:")
+        for piece, prob in candidates:
+            typer.echo(f"  {piece:<20} {prob:.4f}")

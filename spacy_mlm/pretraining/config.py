@@ -1,0 +1,122 @@
+"""The pretraining config: a spaCy-style config file with a [pretraining] section.
+
+User configs are filled from DEFAULT_CONFIG (so a config names only what it
+changes), checked for unknown settings (typos fail loudly instead of being
+ignored), then `--section.key value` overrides are applied as in `spacy train`.
+"""
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
+
+from thinc.api import Config
+
+from ..errors import SpacyMlmError
+
+DEFAULT_CONFIG = """
+[paths]
+train = null
+dev = null
+source = null
+
+[pretraining]
+# HF directory to continue pretraining from; null trains from scratch (see [pretraining.scratch])
+source = ${paths.source}
+seed = 0
+max_length = 128
+# sequences per optimizer step over all processes and accumulation steps
+batch_size = 32
+grad_accumulation_steps = 1
+max_steps = 1000
+# seconds; 0 = no limit (a checkpoint is written when time runs out)
+max_time = 0
+eval_every = 100
+eval_sequences = 256
+checkpoint_every = 200
+keep_checkpoints = 2
+log_every = 10
+# BERT's next-sentence prediction; off = RoBERTa-style packing across documents
+next_sentence = false
+# auto = cuda when available, else cpu
+device = "auto"
+
+[pretraining.corpus]
+# a file or directory; for several languages use a section [pretraining.corpus.train] with lang = path lines
+train = ${paths.train}
+# null: hold out dev_fraction of the training documents
+dev = ${paths.dev}
+dev_fraction = 0.02
+text_field = "text"
+file_format = "auto"
+# multilingual sampling exponent a in q_i = p_i^a / sum_j p_j^a
+sampling_alpha = 0.3
+
+[pretraining.masking]
+rate = 0.15
+mask_fraction = 0.8
+random_fraction = 0.1
+# unigram (corpus frequencies) or uniform
+replacement = "unigram"
+whole_word = false
+
+[pretraining.optimizer]
+learning_rate = 0.0001
+weight_decay = 0.01
+beta1 = 0.9
+beta2 = 0.999
+eps = 0.000001
+warmup_steps = 100
+max_grad_norm = 1.0
+
+[pretraining.scratch]
+# wordpiece | bpe | unigram
+tokenizer = "wordpiece"
+vocab_size = 8000
+lowercase = true
+architecture = "bert"
+hidden_size = 256
+num_layers = 4
+num_heads = 4
+intermediate_size = 1024
+dropout = 0.1
+"""
+
+# settings whose value may be a section (a dict) instead of a single value
+FREE_FORM = {("pretraining", "corpus", "train"), ("pretraining", "corpus", "dev")}
+
+
+def _fill(user: Dict[str, Any], defaults: Dict[str, Any], where: tuple) -> Dict[str, Any]:
+    for key in user:
+        if key not in defaults:
+            known = ", ".join(sorted(defaults))
+            raise SpacyMlmError(f"unknown setting [{'.'.join(where)}] {key} (known: {known})")
+    filled = {}
+    for key, default in defaults.items():
+        if key not in user:
+            filled[key] = default
+        elif isinstance(default, dict) and isinstance(user[key], dict) and where + (key,) not in FREE_FORM:
+            filled[key] = _fill(user[key], default, where + (key,))
+        else:
+            filled[key] = user[key]
+    return filled
+
+
+def load_pretraining_config(
+    path: Optional[Union[str, Path]] = None, overrides: Optional[Dict[str, Any]] = None
+) -> Config:
+    """The interpolated config: defaults <- the file at `path` <- `overrides`."""
+    defaults = Config().from_str(DEFAULT_CONFIG, interpolate=False)
+    user = Config()
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise SpacyMlmError(f"{path}: config file not found")
+        try:
+            user = Config().from_disk(path, interpolate=False)
+        except Exception as err:
+            raise SpacyMlmError(f"{path}: cannot parse the config ({err})") from None
+    filled = Config(_fill(dict(user), dict(defaults), ()))
+    try:
+        config = Config().from_str(filled.to_str(), overrides=overrides or {}, interpolate=True)
+    except Exception as err:
+        raise SpacyMlmError(f"invalid config or override: {err}") from None
+    _fill(dict(config), dict(defaults), ())  # an override may have added an unknown key
+    return config

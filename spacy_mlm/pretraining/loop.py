@@ -1,0 +1,307 @@
+"""The pretraining run: data, model, optimizer, then one loop (`pretrain`).
+
+Works the same in one process and under `torchrun` (PyTorch DDP; gloo on CPU,
+nccl on GPU). `batch_size` is the effective batch of an optimizer step; each
+process takes its rows of it and splits them into `grad_accumulation_steps`
+micro-batches. Losses are sums divided by the number of predictions in the whole
+effective batch, so the gradient is the same however the batch is split.
+"""
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from thinc.api import Config
+from tqdm import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from ..errors import SpacyMlmError
+from ..readers.corpus import read_corpus
+from ..util.io import atomic_write_text
+from .checkpoint import latest_checkpoint, load_training_state, save_checkpoint, write_history
+from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
+from .masking import MaskedBatch, unigram_distribution, uniform_distribution
+from .model import build_scratch_mlm_model, load_mlm_model, model_max_length, save_mlm_model, set_output_bias
+from .objectives import PretrainingModel
+from .tokenizer import train_tokenizer
+
+logger = logging.getLogger(__name__)
+EVAL_SEED = 2**31 - 1  # the held-out masks never change during a run
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def from_env(cls, device: torch.device) -> "Distributed":
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world == 1:
+            return cls()
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        return cls(torch.distributed.get_rank(), world)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            torch.distributed.barrier()
+
+    def sum(self, values: List[float]) -> List[float]:
+        tensor = torch.tensor(values, dtype=torch.float64)
+        if self.world > 1:
+            torch.distributed.all_reduce(tensor)
+        return tensor.tolist()
+
+
+def corpus_paths(spec) -> Dict[str, str]:
+    """lang -> path from a single path (language "all") or a {lang: path} section."""
+    if spec is None:
+        return {}
+    return {str(k): str(v) for k, v in spec.items()} if isinstance(spec, dict) else {"all": str(spec)}
+
+
+def read_documents(corpus_cfg) -> Tuple[Dict[str, list], Dict[str, list]]:
+    """(train, dev) documents per language; without a dev corpus, the last
+    `dev_fraction` of each language's training documents is held out."""
+    train_paths = corpus_paths(corpus_cfg["train"])
+    if not train_paths:
+        raise SpacyMlmError("no training corpus: set [pretraining.corpus] train (or --paths.train)")
+    read = lambda p: read_corpus(p, corpus_cfg["text_field"], corpus_cfg["file_format"])  # noqa: E731
+    train = {lang: read(path) for lang, path in train_paths.items()}
+    dev_paths = corpus_paths(corpus_cfg["dev"])
+    if dev_paths:
+        return train, {lang: read(path) for lang, path in dev_paths.items()}
+    dev = {}
+    for lang, docs in train.items():
+        if len(docs) < 2:
+            raise SpacyMlmError(f"corpus {train_paths[lang]} has one document; give a dev corpus to evaluate on")
+        n_dev = max(1, int(round(corpus_cfg["dev_fraction"] * len(docs))))
+        train[lang], dev[lang] = docs[:-n_dev], docs[-n_dev:]
+    return train, dev
+
+
+def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: Optional[Path]):
+    """(mlm_model, tokenizer, head_was_initialised): from the checkpoint when
+    resuming, else from `source`, else built from scratch with a tokenizer trained
+    on the corpus (by the first process; the others load what it saved)."""
+    if checkpoint is not None:
+        model, tokenizer, _ = load_mlm_model(checkpoint / "model")
+        return model, tokenizer, False
+    if cfg["source"]:
+        return load_mlm_model(cfg["source"])
+    scratch = cfg["scratch"]
+    tokenizer_dir = output_dir / "tokenizer"
+    if dist.main and not (tokenizer_dir / "tokenizer.json").exists():
+        texts = [seg for docs in train_docs.values() for doc in docs for seg in doc]
+        trained = train_tokenizer(texts, scratch["tokenizer"], scratch["vocab_size"], scratch["lowercase"], cfg["max_length"])
+        trained.save_pretrained(str(tokenizer_dir))
+        logger.info("Trained a %s tokenizer (%d entries) on the corpus", scratch["tokenizer"], len(trained))
+    dist.barrier()
+    from ..encoder.backbone import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    torch.manual_seed(cfg["seed"])
+    sizes = {k: scratch[k] for k in ("architecture", "hidden_size", "num_layers", "num_heads", "intermediate_size", "dropout")}
+    return build_scratch_mlm_model(tokenizer, max_length=cfg["max_length"], **sizes), tokenizer, True
+
+
+def to_inputs(batch: Batch, masked: MaskedBatch, device: torch.device) -> Dict[str, torch.Tensor]:
+    tensor = lambda x: None if x is None else torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
+    return {
+        "input_ids": tensor(masked.input_ids),
+        "labels": tensor(masked.labels),
+        "attention_mask": tensor(batch.attention_mask),
+        "token_type_ids": tensor(batch.token_type_ids),
+        "nsp_labels": tensor(batch.nsp_labels),
+    }
+
+
+def evaluation_batches(examples, tokenizer, masking: MaskingSettings, size: int, limit: int):
+    """Held-out batches with masks fixed once, so every evaluation (and the
+    before/after comparison of a benchmark) scores the same predictions."""
+    rng = np.random.default_rng(EVAL_SEED)
+    examples = examples[:limit]
+    batches = []
+    for i in range(0, len(examples), size):
+        batch = collate(examples[i : i + size], tokenizer)
+        batches.append((batch, masking.apply(batch, rng)))
+    return batches
+
+
+@torch.no_grad()
+def evaluate(model: PretrainingModel, batches, device: torch.device) -> Dict[str, float]:
+    was_training = model.training
+    model.eval()
+    loss = correct = n = 0.0
+    for batch, masked in batches:
+        sums = model(**to_inputs(batch, masked, device))
+        loss, correct, n = loss + float(sums.mlm_loss), correct + float(sums.mlm_correct), n + sums.n_predicted
+    model.train(was_training)
+    mean = loss / max(n, 1)
+    return {"eval_loss": mean, "eval_perplexity": float(np.exp(min(mean, 50.0))), "eval_accuracy": correct / max(n, 1)}
+
+
+def make_optimizer(model: torch.nn.Module, opt_cfg, max_steps: int):
+    """AdamW without decay on biases and LayerNorm weights, warmup then linear decay."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": opt_cfg["weight_decay"]},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(
+        groups, lr=opt_cfg["learning_rate"], betas=(opt_cfg["beta1"], opt_cfg["beta2"]), eps=opt_cfg["eps"]
+    )
+    return optimizer, get_linear_schedule_with_warmup(optimizer, opt_cfg["warmup_steps"], max_steps)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def prepare(config: Config, output_dir: Path, resume: bool):
+    """Everything the loop needs, built identically in every process."""
+    cfg = config["pretraining"]
+    device = pick_device(cfg["device"])
+    dist = Distributed.from_env(device)
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    ckpt_root = output_dir / "checkpoints"
+    checkpoint = latest_checkpoint(ckpt_root) if resume else None
+    if not resume and latest_checkpoint(ckpt_root) is not None:
+        raise SpacyMlmError(f"{output_dir} already has checkpoints: pass --resume to continue, or use a new directory")
+    if resume and checkpoint is None:
+        logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
+    train_docs, dev_docs = read_documents(cfg["corpus"])
+    mlm_model, tokenizer, fresh_head = get_model(cfg, output_dir, train_docs, dist, checkpoint)
+    if cfg["max_length"] > model_max_length(mlm_model):
+        raise SpacyMlmError(f"max_length {cfg['max_length']} exceeds the model's {model_max_length(mlm_model)} positions")
+    train_tok = {lang: tokenize_documents(tokenizer, docs) for lang, docs in train_docs.items()}
+    dev_tok = {lang: tokenize_documents(tokenizer, docs) for lang, docs in dev_docs.items()}
+    counts = token_counts(train_tok.values(), len(tokenizer))
+    specials = tokenizer.all_special_ids
+    mask_cfg = cfg["masking"]
+    if mask_cfg["replacement"] not in ("unigram", "uniform"):
+        raise SpacyMlmError(f"[pretraining.masking] replacement must be unigram or uniform, got {mask_cfg['replacement']!r}")
+    unigram = unigram_distribution(counts, specials)
+    replacement = unigram if mask_cfg["replacement"] == "unigram" else uniform_distribution(len(tokenizer), specials)
+    if fresh_head:
+        set_output_bias(mlm_model, unigram)
+        logger.info("MLM output bias initialised to the corpus log unigram frequencies")
+    masking = MaskingSettings(
+        tokenizer.mask_token_id, replacement, mask_cfg["rate"], mask_cfg["mask_fraction"],
+        mask_cfg["random_fraction"], mask_cfg["whole_word"],
+    )
+    nsp = cfg["next_sentence"]
+    capacity = cfg["max_length"] - tokenizer.num_special_tokens_to_add(pair=nsp)
+    stream = ExampleStream(train_tok, capacity, tokenizer.sep_token_id, cfg["seed"], nsp, cfg["corpus"]["sampling_alpha"])
+    dev_stream = ExampleStream(dev_tok, capacity, tokenizer.sep_token_id, cfg["seed"], nsp)
+    dev_examples = [dev_stream.example(i) for i in range(min(dev_stream.epoch_size, cfg["eval_sequences"]))]
+    if dist.main:
+        logger.info("Training examples per epoch: %d (%s)", stream.epoch_size, stream.describe_shares())
+    model = PretrainingModel(mlm_model, next_sentence=nsp).to(device)
+    return cfg, device, dist, model, tokenizer, stream, dev_examples, masking, checkpoint
+
+
+def pretrain(config: Config, output_dir, resume: bool = False) -> Path:
+    """Train; return the directory of the final HF model (`output_dir/model`)."""
+    output_dir = Path(output_dir)
+    cfg, device, dist, model, tokenizer, stream, dev_examples, masking, ckpt = prepare(config, output_dir, resume)
+    batch_size, accum = cfg["batch_size"], cfg["grad_accumulation_steps"]
+    if batch_size % (dist.world * accum):
+        raise SpacyMlmError(f"batch_size {batch_size} is not divisible by processes x accumulation ({dist.world} x {accum})")
+    micro = batch_size // (dist.world * accum)
+    optimizer, scheduler = make_optimizer(model, cfg["optimizer"], cfg["max_steps"])
+    eval_batches = evaluation_batches(dev_examples, tokenizer, masking, micro, cfg["eval_sequences"])
+    step, history = 0, []
+    torch.manual_seed(cfg["seed"] + dist.rank)
+    if ckpt is not None:
+        state = load_training_state(ckpt)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if model.nsp_head is not None:
+            model.nsp_head.load_state_dict(state["nsp_head"])
+        if len(state["rng"]) == dist.world:  # else dropout noise simply starts afresh
+            torch.set_rng_state(state["rng"][dist.rank])
+        step, history = state["step"], state["history"]
+        logger.info("Resumed from %s at step %d", ckpt, step)
+    if dist.main:
+        atomic_write_text(output_dir / "config.cfg", config.to_str())
+    net = torch.nn.parallel.DistributedDataParallel(model) if dist.world > 1 else model
+
+    def checkpoint():
+        rng = [None] * dist.world
+        if dist.world > 1:
+            torch.distributed.all_gather_object(rng, torch.get_rng_state())
+        else:
+            rng = [torch.get_rng_state()]
+        if dist.main:
+            state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng,
+                     "nsp_head": None if model.nsp_head is None else model.nsp_head.state_dict(),
+                     "step": step, "examples_seen": step * batch_size, "history": history}
+            save_checkpoint(output_dir / "checkpoints", step, model.mlm_model, tokenizer, state, cfg["keep_checkpoints"])
+            write_history(output_dir, history)
+        dist.barrier()
+
+    if step == 0 and cfg["eval_every"] and dist.main:
+        history.append({"step": 0, **evaluate(model, eval_batches, device)})  # the starting point of the curves
+    model.train()
+    started, stop = time.time(), False
+    bar = tqdm(total=cfg["max_steps"], initial=step, disable=not dist.main, desc="pretrain", unit="step")
+    while step < cfg["max_steps"] and not stop:
+        global_batch = collate(stream.global_batch(step, batch_size), tokenizer)
+        masked = masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
+        n_pred, n_pairs = int(masked.chosen.sum()), batch_size
+        totals = np.zeros(4)
+        for k in range(accum):
+            lo = (dist.rank * accum + k) * micro
+            part = MaskedBatch(masked.input_ids[lo : lo + micro], masked.labels[lo : lo + micro], None)
+            sync = k == accum - 1 or dist.world == 1
+            with contextlib.nullcontext() if sync else net.no_sync():
+                sums = net(**to_inputs(global_batch.rows(lo, lo + micro), part, device))
+                loss = sums.mlm_loss / n_pred
+                if sums.nsp_loss is not None:
+                    loss = loss + sums.nsp_loss / n_pairs
+                (loss * dist.world).backward()
+            nsp = (0.0, 0.0) if sums.nsp_loss is None else (float(sums.nsp_loss.detach()), float(sums.nsp_correct))
+            totals += [float(sums.mlm_loss.detach()), float(sums.mlm_correct), *nsp]
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["optimizer"]["max_grad_norm"])
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        out_of_time = cfg["max_time"] and time.time() - started > cfg["max_time"]
+        mlm_sum, correct, nsp_sum, nsp_correct, late = dist.sum(list(totals) + [float(bool(out_of_time))])
+        row = {"step": step, "loss": mlm_sum / n_pred, "accuracy": correct / n_pred, "lr": scheduler.get_last_lr()[0]}
+        if model.nsp_head is not None:
+            row.update(nsp_loss=nsp_sum / n_pairs, nsp_accuracy=nsp_correct / n_pairs)
+        stop = late > 0
+        if cfg["eval_every"] and (step % cfg["eval_every"] == 0 or step == cfg["max_steps"] or stop) and dist.main:
+            row.update(evaluate(model, eval_batches, device))
+        history.append(row)
+        bar.update(1)
+        bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row['accuracy']:.3f}")
+        if dist.main and (step % cfg["log_every"] == 0 or "eval_loss" in row):
+            logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
+        if (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0) or step == cfg["max_steps"] or stop:
+            checkpoint()
+    bar.close()
+    final = output_dir / "model"
+    if dist.main:
+        extra = [("nsp_head.safetensors", model.nsp_head.state_dict())] if model.nsp_head is not None else None
+        save_mlm_model(model.mlm_model, tokenizer, final, extra)
+        write_history(output_dir, history)
+        logger.info("Saved the model to %s", final)
+    dist.barrier()
+    return final

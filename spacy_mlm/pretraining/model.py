@@ -1,0 +1,122 @@
+"""Getting a `*ForMaskedLM` model to pretrain, and writing the result.
+
+Continued pretraining starts from any local HF encoder directory. Where the
+directory has no MLM head (sentence-embedding models such as the packaged
+MiniLM are saved as bare `BertModel`s), transformers initialises the head's
+transform from scratch and ties its decoder to the input embeddings; we also
+start the output bias at the corpus log-frequencies, so the first predictions
+are the unigram distribution rather than noise, and say so in the log.
+"""
+import logging
+from pathlib import Path
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel
+
+from ..encoder.backbone import WEIGHT_FILES, _check_model_dir, check_vocab, load_tokenizer
+from ..errors import ModelLoadError
+from ..util.io import atomic_directory
+from .objectives import find_mlm_head
+
+logger = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
+
+
+def load_mlm_model(path: PathLike) -> Tuple[PreTrainedModel, object, bool]:
+    """(model, fast tokenizer, head_was_initialised) from a local HF directory."""
+    path = Path(path)
+    _check_model_dir(path)
+    if not any((path / name).exists() for name in WEIGHT_FILES):
+        raise ModelLoadError(path, f"has no weights (expected one of {', '.join(WEIGHT_FILES)})")
+    tokenizer = load_tokenizer(path)
+    if tokenizer.mask_token_id is None:
+        raise ModelLoadError(path, "the tokenizer has no mask token, so it cannot be used for masked-LM training")
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+        model, info = AutoModelForMaskedLM.from_pretrained(
+            str(path), config=config, local_files_only=True, output_loading_info=True
+        )
+    except Exception as err:  # transformers raises many kinds here
+        raise ModelLoadError(path, f"cannot load as a masked-LM model ({type(err).__name__}: {err})") from None
+    check_vocab(model, tokenizer, path)
+    head = find_mlm_head(model)
+    head_prefix = next(name for name, module in model.named_children() if module is head) + "."
+    missing = [key for key in info["missing_keys"] if not key.startswith(head_prefix)]
+    if missing:
+        raise ModelLoadError(path, f"weights do not match the {config.model_type} architecture; missing {missing[:5]}")
+    head_missing = bool(info["missing_keys"])
+    if head_missing:
+        logger.warning(
+            "%s has no MLM head: its transform is initialised from scratch and its decoder "
+            "is tied to the input embeddings; it is trained with the rest",
+            path,
+        )
+    return model, tokenizer, head_missing
+
+
+def set_output_bias(model: PreTrainedModel, unigram_probs: np.ndarray) -> None:
+    """Start the decoder bias at log p(token) (smoothed), i.e. predict the unigram prior."""
+    bias = model.get_output_embeddings().bias
+    if bias is None:
+        return
+    probs = np.asarray(unigram_probs, dtype=np.float64)[: bias.shape[0]]
+    smoothed = (probs + 1e-3 / len(probs)) / (1 + 1e-3)
+    with torch.no_grad():
+        bias[: len(probs)] = torch.from_numpy(np.log(smoothed)).to(bias.dtype)
+        bias[: len(probs)] -= bias[: len(probs)].mean()
+
+
+def build_scratch_mlm_model(
+    tokenizer,
+    architecture: str = "bert",
+    hidden_size: int = 256,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    intermediate_size: int = 1024,
+    max_length: int = 128,
+    dropout: float = 0.1,
+) -> PreTrainedModel:
+    """A randomly initialised `*ForMaskedLM` sized for `tokenizer` (decoder tied)."""
+    offset = 2 if architecture in ROBERTA_LIKE else 0
+    config = AutoConfig.for_model(
+        architecture,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=intermediate_size,
+        max_position_embeddings=max_length + offset,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        type_vocab_size=2,
+        tie_word_embeddings=True,
+    )
+    return AutoModelForMaskedLM.from_config(config)
+
+
+def model_max_length(model: PreTrainedModel) -> int:
+    limit = model.config.max_position_embeddings
+    if model.config.model_type in ROBERTA_LIKE:
+        limit -= model.config.pad_token_id + 1
+    return int(limit)
+
+
+def save_mlm_model(
+    model: PreTrainedModel, tokenizer, path: PathLike, extra: Optional[Sequence[Tuple[str, dict]]] = None
+) -> None:
+    """An HF directory (config, safetensors with the MLM head, tokenizer) that
+    AutoModelForMaskedLM, AutoModel (spacy-transformers, our encoder) all load.
+    `extra`: (file name, tensor dict) pairs saved beside, e.g. the NSP head."""
+    from safetensors.torch import save_file
+
+    with atomic_directory(path) as tmp:
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+        for name, tensors in extra or ():
+            save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp / name))
