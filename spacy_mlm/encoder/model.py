@@ -208,22 +208,37 @@ def _align(doc: Doc, pieces: DocPieces) -> Alignment:
     return align_pieces_to_tokens(starts, ends, pieces.starts, pieces.ends)
 
 
+def length_batches(lengths: np.ndarray, max_pieces: int, max_padding: float = 0.1) -> List[np.ndarray]:
+    """Group window indices, longest first, so that each group pads at most
+    `max_pieces` positions and wastes at most `max_padding` of them on padding."""
+    order = np.argsort(-lengths, kind="stable")
+    groups, current, longest = [], [], 0
+    for i in order:
+        length = int(lengths[i])
+        if current and (
+            (len(current) + 1) * longest > max_pieces or length < longest * (1.0 - max_padding)
+        ):
+            groups.append(np.asarray(current))
+            current = []
+        if not current:
+            longest = max(length, 1)
+        current.append(i)
+    if current:
+        groups.append(np.asarray(current))
+    return groups
+
+
 def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     """Run every window; return all non-padding rows packed in window order."""
     windows = [w for p in pieces for w in p.windows]
     lengths = np.array([len(w.input_ids) for w in windows], dtype=np.int64)
-    order = np.argsort(-lengths, kind="stable")
     budget = model.attrs["max_batch_pieces"]
     device = next(hf_model.parameters()).device
     pad_id = model.attrs["tokenizer"].hf.pad_token_id or 0
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
-    start = 0
-    while start < len(order):
-        longest = int(lengths[order[start]])
-        n = max(1, min(len(order) - start, budget // max(longest, 1)))
-        chunk = order[start : start + n]
-        start += n
+    for chunk in length_batches(lengths, budget):
+        longest = int(lengths[chunk[0]])
         ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)
         types = np.zeros_like(ids)
         mask = np.zeros_like(ids)

