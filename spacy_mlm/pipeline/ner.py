@@ -1,0 +1,319 @@
+"""Named entities by per-token tagging over the shared encoder ("mlm_ner").
+
+Unlike spaCy's transition-based `ner`, every token gets a tag of a tag scheme
+(IO, BIO or BIOES) from a linear layer over its encoder vector; either a softmax
+per token or a linear-chain CRF over the sequence. Both decode with Viterbi under
+the scheme's transition constraints, so the output is always a well-formed tag
+sequence (for the softmax, Viterbi over log-probabilities with forbidden moves
+masked is the most probable *valid* sequence under the independence
+assumption; greedy argmax could produce "O I-PER").
+
+Subword alignment happens in the listener: `pooling = "first"` tags a token by
+its first subword's vector, `"mean"` by the mean of its subwords' vectors. A
+token without subwords (whitespace) gets a zero vector and still a tag.
+
+Missing annotation (tokens whose entity status is unknown) is handled as partial
+labels: those tokens may take any tag, and the loss is the negative log of the
+probability mass of every tag sequence that agrees with the known tags.
+"""
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy
+import torch
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc, Span
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import registry
+from spacy.vocab import Vocab
+from thinc.api import Model, Optimizer
+from thinc.types import Floats2d
+
+from ..errors import NotInitializedError, SpacyMlmError
+from ..tagging import model as _token_tagger  # noqa: F401  (registers spacy_mlm.TokenTagger.v1)
+from ..tagging.crf import FORBIDDEN, apply_constraints, crf_marginals, crf_nll, crf_viterbi
+from ..tagging.schemes import make_tag_labels, normalize_scheme, spans_to_tags, tags_to_spans, transition_constraints
+
+TAG_PROBS_ATTR = "tag_probs"
+if not Doc.has_extension(TAG_PROBS_ATTR):
+    Doc.set_extension(TAG_PROBS_ATTR, default=None)
+
+DEFAULT_NER_MODEL = """
+[model]
+@architectures = "spacy_mlm.TokenTagger.v1"
+nO = null
+crf = false
+
+[model.tok2vec]
+@architectures = "spacy_mlm.EncoderListener.v1"
+width = 384
+pooling = "first"
+upstream = "*"
+"""
+
+
+@Language.factory(
+    "mlm_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type", f"doc._.{TAG_PROBS_ATTR}"],
+    default_config={
+        "model": {
+            "@architectures": "spacy_mlm.TokenTagger.v1",
+            "nO": None,
+            "crf": False,
+            "tok2vec": {
+                "@architectures": "spacy_mlm.EncoderListener.v1",
+                "width": 384,
+                "pooling": "first",
+                "upstream": "*",
+            },
+        },
+        "scheme": "BIO",
+        "constrained": True,
+        "store_probs": False,
+        "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+    },
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_mlm_ner(
+    nlp: Language,
+    name: str,
+    model: Model,
+    scheme: str,
+    constrained: bool,
+    store_probs: bool,
+    scorer: Optional[Callable],
+) -> "EntityTagger":
+    """Entity recognizer tagging tokens in `scheme` ("IO", "BIO"/"IOB2" or
+    "BIOES"/"BILUO") over the encoder's token vectors.
+
+    model: `spacy_mlm.TokenTagger.v1` (`crf = true` for the CRF variant) over a
+        `spacy_mlm.EncoderListener.v1` (its `pooling` chooses first-subword or
+        mean-of-subwords token vectors; set `width` to the encoder's width).
+    constrained: decode under the scheme's transition constraints (always
+        well-formed output). Without it the softmax variant takes each token's
+        argmax and the CRF its unconstrained Viterbi path.
+    store_probs: also set `doc._.tag_probs`, a (len(doc), n_tags) array of tag
+        probabilities (softmax) or marginals (CRF), columns in the order of
+        the component's `tag_labels`.
+    """
+    return EntityTagger(
+        nlp.vocab, model, name, scheme=scheme, constrained=constrained, store_probs=store_probs, scorer=scorer
+    )
+
+
+class EntityTagger(TrainablePipe):
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model,
+        name: str = "mlm_ner",
+        *,
+        scheme: str = "BIO",
+        constrained: bool = True,
+        store_probs: bool = False,
+        scorer: Optional[Callable] = None,
+    ):
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.scorer = scorer
+        self.cfg = {
+            "labels": [],
+            "scheme": normalize_scheme(scheme),
+            "constrained": constrained,
+            "store_probs": store_probs,
+        }
+
+    # -- labels -----------------------------------------------------------------
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        """The entity types."""
+        return tuple(self.cfg["labels"])
+
+    @property
+    def tag_labels(self) -> List[str]:
+        """The tags (columns of the model's output), derived from the types and the scheme."""
+        return make_tag_labels(self.labels, self.cfg["scheme"])
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.labels)
+
+    def add_label(self, label: str) -> int:
+        if not isinstance(label, str) or not label.strip():
+            raise SpacyMlmError(f"Invalid entity label {label!r}")
+        if label in self.cfg["labels"]:
+            return 0
+        if self.model.has_dim("nO"):
+            raise SpacyMlmError(
+                f"Cannot add label {label!r} to '{self.name}' after it was initialized: "
+                "pass every label to initialize() instead"
+            )
+        self.cfg["labels"] = sorted(self.cfg["labels"] + [label])
+        return 1
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[Sequence[str]] = None,
+    ) -> None:
+        validate_get_examples(get_examples, "EntityTagger.initialize")
+        if labels is None:
+            labels = {ent.label_ for eg in get_examples() for ent in eg.reference.ents}
+        self.cfg["labels"] = sorted(set(labels))
+        if not self.labels:
+            raise SpacyMlmError(f"'{self.name}' found no entity labels in the training data")
+        docs = [eg.predicted for _, eg in zip(range(10), get_examples())]
+        self.model.set_dim("nO", len(self.tag_labels), force=True)
+        self.model.initialize(X=docs)
+
+    # -- prediction -------------------------------------------------------------
+    def predict(self, docs: Iterable[Doc]):
+        docs = list(docs)
+        if not self.model.has_dim("nO"):
+            raise NotInitializedError(f"'{self.name}' has no labels yet: call nlp.initialize() first")
+        if not docs:
+            return [], []
+        scores = self.model.predict(docs)
+        return self._decode(scores)
+
+    def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
+        tag_ids, probs = predictions
+        tags = self.tag_labels
+        for i, (doc, ids) in enumerate(zip(docs, tag_ids)):
+            doc.ents = [
+                Span(doc, start, end, label=label) for start, end, label in tags_to_spans([tags[j] for j in ids])
+            ]
+            if probs is not None:
+                doc._.set(TAG_PROBS_ATTR, probs[i])
+
+    def _decode(self, scores: List[Floats2d]):
+        """Viterbi paths (tag ids per doc) and, if asked for, per-token probabilities."""
+        emissions, mask = _pad(scores, self.model.get_dim("nO"))
+        lengths = [len(s) for s in scores]
+        crf = self.model.attrs["crf"]
+        if not crf:
+            emissions = torch.log_softmax(emissions, dim=-1)
+        start, transitions, end = self._constrain(*self._transition_scores())
+        if not self.cfg["constrained"] and not crf:
+            paths = emissions.argmax(dim=-1).tolist()
+        else:
+            paths = crf_viterbi(emissions, mask, start, transitions, end)
+        paths = [p[:n] for p, n in zip(paths, lengths)]
+        probs = None
+        if self.cfg["store_probs"]:
+            marginals = crf_marginals(emissions, mask, start, transitions, end) if crf else emissions.exp()
+            probs = [marginals[i, :n].numpy().astype("float32") for i, n in enumerate(lengths)]
+        return paths, probs
+
+    def _transition_scores(self, trainable: bool = False):
+        """start / transitions / end as torch tensors: the CRF's learned scores,
+        zeros for the softmax."""
+        n = self.model.get_dim("nO")
+        if not self.model.attrs["crf"]:
+            return torch.zeros(n), torch.zeros((n, n)), torch.zeros(n)
+        params, _ = self.model.get_ref("crf")(None, is_train=False)
+        return tuple(torch.tensor(numpy.asarray(p), requires_grad=trainable) for p in params)
+
+    def _constrain(self, start, transitions, end):
+        if not self.cfg["constrained"]:
+            return start, transitions, end
+        allowed = transition_constraints(self.tag_labels, self.cfg["scheme"])
+        return apply_constraints(
+            start,
+            transitions,
+            end,
+            torch.from_numpy(allowed["start"]),
+            torch.from_numpy(allowed["transitions"]),
+            torch.from_numpy(allowed["end"]),
+        )
+
+    # -- training ---------------------------------------------------------------
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_examples(examples, "EntityTagger.update")
+        if not any(len(eg.predicted) for eg in examples):
+            return losses
+        scores, backprop = self.model.begin_update([eg.predicted for eg in examples])
+        loss, d_scores, d_crf = self._loss(examples, scores)
+        backprop(d_scores)
+        if d_crf is not None:
+            _, backprop_crf = self.model.get_ref("crf")(None, is_train=True)
+            backprop_crf(d_crf)
+        if sgd is not None:
+            self.finish_update(sgd)
+        losses[self.name] += loss
+        return losses
+
+    def get_loss(self, examples: Iterable[Example], scores: List[Floats2d]) -> Tuple[float, List[Floats2d]]:
+        loss, d_scores, _ = self._loss(list(examples), scores)
+        return loss, d_scores
+
+    def _loss(self, examples: List[Example], scores: List[Floats2d]):
+        """Mean negative log-likelihood per annotated token, its gradient for the
+        scores and (CRF) for the start / transition / end scores."""
+        validate_examples(examples, "EntityTagger.get_loss")
+        n_tags = self.model.get_dim("nO")
+        emissions, mask = _pad(scores, n_tags)
+        emissions.requires_grad_(True)
+        tag_mask = torch.ones(emissions.shape, dtype=torch.bool)
+        n_annotated = 0
+        for i, eg in enumerate(examples):
+            allowed = self._gold_tag_mask(eg)
+            tag_mask[i, : len(allowed)] = torch.from_numpy(allowed)
+            n_annotated += int((allowed.sum(axis=1) == 1).sum())
+        crf = self.model.attrs["crf"]
+        if crf:
+            leaves = self._transition_scores(trainable=True)
+            nll = crf_nll(emissions, tag_mask, mask, *self._constrain(*leaves)).sum()
+        else:
+            clamped = emissions.masked_fill(~tag_mask, FORBIDDEN)
+            per_token = torch.logsumexp(emissions, dim=-1) - torch.logsumexp(clamped, dim=-1)
+            nll = (per_token * mask).sum()
+        loss = nll / max(n_annotated, 1)
+        loss.backward()
+        grad = emissions.grad.numpy()
+        d_scores = [self.model.ops.asarray2f(grad[i, : len(s)]) for i, s in enumerate(scores)]
+        d_crf = tuple(self.model.ops.asarray(leaf.grad.numpy()) for leaf in leaves) if crf else None
+        return float(loss.detach()), d_scores, d_crf
+
+    def _gold_tag_mask(self, example: Example) -> numpy.ndarray:
+        """(len(predicted), n_tags) bool: the tags each predicted token may have."""
+        tags = self.tag_labels
+        index = {tag: i for i, tag in enumerate(tags)}
+        aligned = example.get_aligned_ner()  # BILUO per predicted token; None / "-" = unknown
+        n = len(aligned)
+        known = numpy.array([t not in (None, "-") for t in aligned], dtype=bool)
+        biluo = [t if k else "O" for t, k in zip(aligned, known)]
+        spans = [s for s in tags_to_spans(biluo) if s[2] in self.cfg["labels"]]
+        gold = spans_to_tags(n, spans, self.cfg["scheme"])
+        allowed = numpy.ones((n, len(tags)), dtype=bool)
+        rows = numpy.flatnonzero(known)
+        allowed[rows] = False
+        allowed[rows, [index[gold[r]] for r in rows]] = True
+        return allowed
+
+
+def _pad(scores: List[Floats2d], n_tags: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Per-doc score arrays as one zero-padded (B, T, K) tensor and its (B, T)
+    mask. Every row gets at least one position (the CRF recursions start from
+    one); an empty doc's dummy position is cut off again by its length."""
+    longest = max([1] + [len(s) for s in scores])
+    padded = numpy.zeros((len(scores), longest, n_tags), dtype="float32")
+    mask = numpy.zeros((len(scores), longest), dtype=bool)
+    for i, s in enumerate(scores):
+        padded[i, : len(s)] = numpy.asarray(s)
+        mask[i, : max(len(s), 1)] = True
+    return torch.from_numpy(padded), torch.from_numpy(mask)

@@ -1,0 +1,1 @@
+"""Evaluation: entity-level P/R/F, significance tests."""

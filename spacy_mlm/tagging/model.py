@@ -1,0 +1,88 @@
+"""The token-tagging head: one row of tag scores per token over the encoder's
+token vectors, plus (for the CRF variant) start / transition / end scores.
+
+The model's output are emission scores (logits), never probabilities: the pipe
+turns them into a softmax cross-entropy or a CRF likelihood, and decodes with
+Viterbi under the scheme's constraints either way. The CRF parameters live in a
+thinc layer of their own (`crf` ref) so that thinc's optimizer updates and
+serializes them with everything else; calling that layer returns the three
+arrays and a backprop that takes their gradients.
+"""
+from typing import List, Optional, Tuple
+
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Linear, Model, chain, with_array, zero_init
+from thinc.types import Floats1d, Floats2d
+
+CRFParams = Tuple[Floats1d, Floats2d, Floats1d]
+
+
+@registry.architectures("spacy_mlm.TokenTagger.v1")
+def build_token_tagger_v1(
+    tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None, crf: bool = False
+) -> Model[List[Doc], List[Floats2d]]:
+    """Tag scores ``(len(doc), nO)`` per doc from `tok2vec` (e.g.
+    `spacy_mlm.EncoderListener.v1` with token pooling). `nO` (the number of tags)
+    is set by the component from its labels. `crf = true` adds a linear-chain CRF
+    over the same scores (training by likelihood, Viterbi decoding)."""
+    output = with_array(Linear(nO=nO, init_W=zero_init))
+    emissions = chain(tok2vec, output)
+    crf_layer = build_crf_params(nO) if crf else None
+    layers = [emissions] + ([crf_layer] if crf_layer is not None else [])
+    return Model(
+        "token_tagger",
+        _tagger_forward,
+        init=_tagger_init,
+        dims={"nO": nO},
+        layers=layers,
+        refs={"tok2vec": tok2vec, "output": output, "crf": crf_layer},
+        attrs={"crf": crf},
+    )
+
+
+def _tagger_forward(model: Model, docs: List[Doc], is_train: bool):
+    return model.layers[0](docs, is_train)
+
+
+def _tagger_init(model: Model, X=None, Y=None):
+    n_tags = model.get_dim("nO") if model.has_dim("nO") else None
+    if n_tags is not None:
+        model.get_ref("output").layers[0].set_dim("nO", n_tags)
+        if model.attrs["crf"]:
+            model.get_ref("crf").set_dim("nO", n_tags)
+    model.layers[0].initialize(X=X)
+    if model.attrs["crf"]:
+        model.get_ref("crf").initialize()
+    return model
+
+
+def build_crf_params(nO: Optional[int] = None) -> Model[None, CRFParams]:
+    """A parameter-only layer: ``start`` (nO,), ``transitions`` (nO, nO) (row =
+    previous tag), ``end`` (nO,), all starting at zero (a CRF that starts out as
+    the softmax tagger and learns the moves that help)."""
+    return Model(
+        "crf_params",
+        _crf_params_forward,
+        init=_crf_params_init,
+        dims={"nO": nO},
+        params={"start": None, "transitions": None, "end": None},
+    )
+
+
+def _crf_params_init(model: Model, X=None, Y=None):
+    n = model.get_dim("nO")
+    model.set_param("start", model.ops.alloc1f(n))
+    model.set_param("transitions", model.ops.alloc2f(n, n))
+    model.set_param("end", model.ops.alloc1f(n))
+    return model
+
+
+def _crf_params_forward(model: Model, X, is_train: bool):
+    params = (model.get_param("start"), model.get_param("transitions"), model.get_param("end"))
+
+    def backprop(d_params: CRFParams) -> None:
+        for name, grad in zip(("start", "transitions", "end"), d_params):
+            model.inc_grad(name, grad)
+
+    return params, backprop

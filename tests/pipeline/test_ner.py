@@ -1,0 +1,132 @@
+import numpy
+import pytest
+import spacy
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+
+import spacy_mlm  # noqa: F401
+from spacy_mlm.errors import NotInitializedError, SpacyMlmError
+from spacy_mlm.tagging.schemes import is_valid_sequence, spans_to_tags
+
+DATA = [
+    ("Anna Berg works for the Northwind Company in Oslo .", [(0, 2, "PER"), (5, 7, "ORG"), (8, 9, "LOC")]),
+    ("Peter Grant flew from Paris to Berlin on Monday .", [(0, 2, "PER"), (4, 5, "LOC"), (6, 7, "LOC")]),
+    ("Maria Lopez joined Acme Bank as chief economist .", [(0, 2, "PER"), (3, 5, "ORG")]),
+]
+
+
+def make_nlp(model_dir, crf=False, scheme="BIO", pooling="first", store_probs=False):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v1", "path": str(model_dir)}})
+    nlp.add_pipe(
+        "mlm_ner",
+        name="ner",
+        config={
+            "scheme": scheme,
+            "store_probs": store_probs,
+            "model": {
+                "@architectures": "spacy_mlm.TokenTagger.v1",
+                "crf": crf,
+                "tok2vec": {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": pooling},
+            },
+        },
+    )
+    return nlp
+
+
+def examples(nlp):
+    out = []
+    for text, ents in DATA:
+        ref = nlp.make_doc(text)
+        ref.ents = [Span(ref, s, e, label=label) for s, e, label in ents]
+        out.append(Example(nlp.make_doc(text), ref))
+    return out
+
+
+def train(nlp, n_steps=12, lr=0.003):
+    egs = examples(nlp)
+    optimizer = nlp.initialize(lambda: egs)
+    optimizer.learn_rate = lr
+    losses = []
+    for _ in range(n_steps):
+        step = {}
+        nlp.update(egs, sgd=optimizer, losses=step)
+        losses.append(step["ner"])
+    return egs, losses
+
+
+@pytest.mark.parametrize("crf,scheme", [(False, "BIO"), (True, "BIOES")])
+def test_trains_saves_and_loads(tiny_model_dir, tmp_path, crf, scheme):
+    nlp = make_nlp(tiny_model_dir, crf=crf, scheme=scheme)
+    egs, losses = train(nlp)
+    assert losses[-1] < 0.7 * losses[0]
+    ner = nlp.get_pipe("ner")
+    assert ner.labels == ("LOC", "ORG", "PER")
+    assert len(ner.tag_labels) == (13 if scheme == "BIOES" else 7)
+    scores = nlp.evaluate(egs)
+    assert set(scores) >= {"ents_p", "ents_r", "ents_f", "ents_per_type"}
+    texts = [text for text, _ in DATA] + ["Nobody went to the quiet wood ."]
+    before = [[(e.start, e.end, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    after = [[(e.start, e.end, e.label_) for e in doc.ents] for doc in loaded.pipe(texts)]
+    assert after == before
+    assert loaded.get_pipe("ner").tag_labels == ner.tag_labels
+    if crf:
+        numpy.testing.assert_array_equal(
+            loaded.get_pipe("ner").model.get_ref("crf").get_param("transitions"),
+            ner.model.get_ref("crf").get_param("transitions"),
+        )
+        assert numpy.abs(ner.model.get_ref("crf").get_param("transitions")).sum() > 0  # the CRF learned
+
+
+def test_learns_the_training_entities(tiny_model_dir):
+    nlp = make_nlp(tiny_model_dir)
+    egs, _ = train(nlp, n_steps=40)
+    assert nlp.evaluate(egs)["ents_f"] > 0.8
+
+
+@pytest.mark.parametrize("crf", [False, True])
+def test_tag_probs_and_valid_output(tiny_model_dir, crf):
+    nlp = make_nlp(tiny_model_dir, crf=crf, scheme="BIOES", store_probs=True)
+    train(nlp, n_steps=3)
+    ner = nlp.get_pipe("ner")
+    for doc in nlp.pipe([DATA[0][0], "", "   ", "Oslo"]):
+        probs = doc._.tag_probs
+        assert probs.shape == (len(doc), len(ner.tag_labels))
+        numpy.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-4)
+        tags = spans_to_tags(len(doc), [(e.start, e.end, e.label_) for e in doc.ents], "BIOES")
+        assert is_valid_sequence(tags, "BIOES")
+
+
+def test_missing_annotation_is_not_taught_as_outside(tiny_model_dir):
+    nlp = make_nlp(tiny_model_dir)
+    text, ents = DATA[0]
+    words = text.split()
+    full = Doc(nlp.vocab, words=words, ents=spans_to_tags(len(words), ents, "BIO"))
+    partial = Doc(nlp.vocab, words=words, ents=["B-PER", "I-PER"] + [None] * (len(words) - 2))
+    nlp.initialize(lambda: [Example(nlp.make_doc(text), full)])
+    ner = nlp.get_pipe("ner")
+    allowed = ner._gold_tag_mask(Example(nlp.make_doc(text), partial))
+    assert allowed[:2].sum(axis=1).tolist() == [1, 1]
+    assert allowed[2:].all()  # unknown: every tag allowed, no loss
+    scores = ner.model.predict([nlp.make_doc(text)])
+    loss, grads = ner.get_loss([Example(nlp.make_doc(text), partial)], scores)
+    assert numpy.abs(grads[0][2:]).sum() == 0 and numpy.abs(grads[0][:2]).sum() > 0
+
+
+def test_mean_pooling_and_io_scheme(tiny_model_dir):
+    nlp = make_nlp(tiny_model_dir, scheme="IO", pooling="mean")
+    _, losses = train(nlp, n_steps=8)
+    assert losses[-1] < losses[0]
+    assert nlp.get_pipe("ner").tag_labels == ["O", "I-LOC", "I-ORG", "I-PER"]
+
+
+def test_errors(tiny_model_dir):
+    nlp = make_nlp(tiny_model_dir)
+    with pytest.raises(NotInitializedError):
+        nlp.get_pipe("ner").predict([nlp.make_doc("Oslo")])
+    with pytest.raises(SpacyMlmError, match="no entity labels"):
+        nlp.initialize(lambda: [Example(nlp.make_doc("a b"), nlp.make_doc("a b"))])
+    with pytest.raises(SpacyMlmError, match="Unknown tag scheme"):
+        make_nlp(tiny_model_dir, scheme="BILOU2")

@@ -1,0 +1,120 @@
+import itertools
+
+import numpy
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacy_mlm.tagging.crf import apply_constraints, crf_log_partition, crf_marginals, crf_nll, crf_viterbi
+from spacy_mlm.tagging.schemes import is_valid_sequence, make_tag_labels, transition_constraints
+
+
+def path_score(em, path, start, trans, end):
+    s = start[path[0]] + end[path[-1]] + sum(em[t, k] for t, k in enumerate(path))
+    return s + sum(trans[a, b] for a, b in zip(path, path[1:]))
+
+
+def random_case(seed, B=3, T=4, K=3):
+    g = torch.Generator().manual_seed(seed)
+    em = torch.randn(B, T, K, generator=g, dtype=torch.float64)
+    start, end = torch.randn(K, generator=g, dtype=torch.float64), torch.randn(K, generator=g, dtype=torch.float64)
+    trans = torch.randn(K, K, generator=g, dtype=torch.float64)
+    lengths = [T, T - 1, 1][:B]
+    mask = torch.tensor([[t < n for t in range(T)] for n in lengths])
+    return em, mask, start, trans, end, lengths
+
+
+def all_paths(K, n):
+    return itertools.product(range(K), repeat=n)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_log_partition_and_nll_equal_brute_force(seed):
+    em, mask, start, trans, end, lengths = random_case(seed)
+    K = em.shape[2]
+    log_z = crf_log_partition(em, mask, start, trans, end)
+    gold = [[1, 0, 2, 1], [2, 2, 0, 0], [1, 0, 0, 0]]
+    tag_mask = torch.zeros(em.shape, dtype=torch.bool)
+    for b, g in enumerate(gold):
+        for t in range(em.shape[1]):
+            tag_mask[b, t, g[t]] = True
+    nll = crf_nll(em, tag_mask, mask, start, trans, end)
+    for b, n in enumerate(lengths):
+        scores = torch.stack([path_score(em[b], p, start, trans, end) for p in all_paths(K, n)])
+        assert float(log_z[b]) == pytest.approx(float(torch.logsumexp(scores, 0)), abs=1e-9)
+        expected = float(torch.logsumexp(scores, 0) - path_score(em[b], gold[b][:n], start, trans, end))
+        assert float(nll[b]) == pytest.approx(expected, abs=1e-9)
+
+
+def test_partial_labels_sum_over_consistent_paths():
+    em, mask, start, trans, end, _ = random_case(3, B=1, T=3)
+    K = em.shape[2]
+    tag_mask = torch.ones(em.shape, dtype=torch.bool)
+    tag_mask[0, 1] = False
+    tag_mask[0, 1, 2] = True  # only the middle tag is known
+    nll = crf_nll(em, tag_mask, mask, start, trans, end)
+    scores = [path_score(em[0], p, start, trans, end) for p in all_paths(K, 3)]
+    consistent = [path_score(em[0], p, start, trans, end) for p in all_paths(K, 3) if p[1] == 2]
+    expected = torch.logsumexp(torch.stack(scores), 0) - torch.logsumexp(torch.stack(consistent), 0)
+    assert float(nll[0]) == pytest.approx(float(expected), abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_viterbi_equals_brute_force(seed):
+    em, mask, start, trans, end, lengths = random_case(seed)
+    K = em.shape[2]
+    paths = crf_viterbi(em, mask, start, trans, end)
+    for b, n in enumerate(lengths):
+        best = max(all_paths(K, n), key=lambda p: float(path_score(em[b], p, start, trans, end)))
+        assert paths[b] == list(best)
+
+
+def test_marginals_equal_brute_force():
+    em, mask, start, trans, end, lengths = random_case(4, B=2)
+    K = em.shape[2]
+    marg = crf_marginals(em, mask, start, trans, end)
+    for b, n in enumerate(lengths):
+        paths = list(all_paths(K, n))
+        probs = torch.softmax(torch.stack([path_score(em[b], p, start, trans, end) for p in paths]), 0)
+        expected = numpy.zeros((n, K))
+        for p, pr in zip(paths, probs):
+            for t, k in enumerate(p):
+                expected[t, k] += float(pr)
+        numpy.testing.assert_allclose(marg[b, :n].numpy(), expected, atol=1e-9)
+        assert float(marg[b, n:].abs().sum()) == 0.0
+
+
+def test_gradient_of_nll_is_marginals_minus_gold():
+    em, mask, start, trans, end, _ = random_case(5, B=1, T=3)
+    em.requires_grad_(True)
+    gold = [0, 2, 1]
+    tag_mask = torch.zeros(em.shape, dtype=torch.bool)
+    for t, k in enumerate(gold):
+        tag_mask[0, t, k] = True
+    crf_nll(em, tag_mask, mask, start, trans, end).sum().backward()
+    expected = crf_marginals(em.detach(), mask, start, trans, end)
+    for t, k in enumerate(gold):
+        expected[0, t, k] -= 1
+    numpy.testing.assert_allclose(em.grad.numpy(), expected.numpy(), atol=1e-9)
+
+
+@pytest.mark.parametrize("scheme", ["BIO", "BIOES"])
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), length=st.integers(1, 9), scale=st.floats(0.1, 50.0))
+def test_constrained_decoding_is_always_valid(scheme, seed, length, scale):
+    """Even for emissions that favour ill-formed sequences, the decoded path is well formed."""
+    labels = make_tag_labels(["A", "B"], scheme)
+    allowed = transition_constraints(labels, scheme)
+    K = len(labels)
+    g = torch.Generator().manual_seed(seed)
+    em = torch.randn(2, length, K, generator=g) * scale
+    em[:, :, [i for i, t in enumerate(labels) if t[0] in "IE"]] += scale  # push towards I-/E- tags
+    mask = torch.ones(2, length, dtype=torch.bool)
+    mask[1, max(1, length // 2) :] = False
+    params = apply_constraints(
+        torch.randn(K, generator=g), torch.randn(K, K, generator=g), torch.randn(K, generator=g),
+        *(torch.from_numpy(allowed[k]) for k in ("start", "transitions", "end")),
+    )
+    for path in crf_viterbi(em, mask, *params):
+        assert is_valid_sequence([labels[i] for i in path], scheme)
