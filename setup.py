@@ -31,11 +31,16 @@ setup(
         "spacy_factories": [
             "mlm_encoder = spacy_mlm.pipeline.encoder:make_mlm_encoder",
             "mlm_vectors = spacy_mlm.pipeline.similarity:make_mlm_vectors",
+            "mlm_ner = spacy_mlm.pipeline.ner:make_mlm_ner",
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.encoder.model:build_hf_encoder_v1",
             "spacy_mlm.ScratchEncoder.v1 = spacy_mlm.encoder.model:build_scratch_encoder_v1",
             "spacy_mlm.EncoderListener.v1 = spacy_mlm.encoder.listener:build_encoder_listener_v1",
+            "spacy_mlm.TokenTagger.v1 = spacy_mlm.tagging.model:build_token_tagger_v1",
+        ],
+        "spacy_readers": [
+            "spacy_mlm.ConllCorpus.v1 = spacy_mlm.readers.conll:create_conll_corpus_v1",
         ],
     },
 )

@@ -11,5 +11,6 @@ app = typer.Typer(
 
 # Command modules (importing them registers their commands on `app`).
 from . import demo, encode  # noqa: E402,F401
+from . import convert_conll, evaluate_ner, compare  # noqa: E402,F401
 from . import fit_transform, wic  # noqa: E402,F401
 from . import pretrain, fill_mask  # noqa: E402,F401
