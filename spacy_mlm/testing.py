@@ -83,3 +83,52 @@ def make_tiny_bert(
     tokenizer.model_max_length = max_position_embeddings
     tokenizer.save_pretrained(str(output_dir))
     return output_dir
+
+
+def make_tiny_roberta(output_dir: Union[str, Path], texts: Optional[Iterable[str]] = None, seed: int = 0) -> Path:
+    """A tiny RoBERTa (byte-level BPE, `<s> A </s></s> B </s>` pairs, no segment ids)."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer, processors
+    from transformers import RobertaConfig, RobertaForMaskedLM, RobertaTokenizerFast
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(list(texts or SAMPLE_TEXT), vocab_size=400, special_tokens=specials)
+    bpe.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True, add_prefix_space=False)
+    tokenizer = RobertaTokenizerFast(tokenizer_object=bpe._tokenizer, model_max_length=62)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
+    torch.manual_seed(seed)
+    RobertaForMaskedLM(config).save_pretrained(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    return output_dir
+
+
+def make_tiny_distilbert(output_dir: Union[str, Path], texts: Optional[Iterable[str]] = None, seed: int = 0) -> Path:
+    """A tiny DistilBERT (WordPiece, no segment embeddings)."""
+    import torch
+    from transformers import DistilBertConfig, DistilBertForMaskedLM, DistilBertTokenizerFast
+
+    output_dir = Path(output_dir)
+    bert_tok = train_wordpiece_tokenizer(texts or SAMPLE_TEXT, output_dir)
+    tokenizer = DistilBertTokenizerFast(tokenizer_object=bert_tok.backend_tokenizer, model_max_length=64)
+    config = DistilBertConfig(
+        vocab_size=len(tokenizer), dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    DistilBertForMaskedLM(config).save_pretrained(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    return output_dir
