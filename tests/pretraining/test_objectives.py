@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM
+
+from spacy_mlm.errors import ModelLoadError
+from spacy_mlm.pretraining.masking import IGNORE_INDEX
+from spacy_mlm.pretraining.objectives import PretrainingModel, find_mlm_head, masked_lm_sums
+
+
+def inputs(vocab, n_rows=3, length=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (n_rows, length), generator=g)
+    labels = torch.full_like(ids, IGNORE_INDEX)
+    chosen = torch.rand(ids.shape, generator=g) < 0.3
+    chosen[:, 0] = True
+    labels[chosen] = ids[chosen]
+    return ids, labels
+
+
+def test_head_at_chosen_positions_equals_full_logits(still_model_dir):
+    mlm = AutoModelForMaskedLM.from_pretrained(still_model_dir).eval()
+    model = PretrainingModel(mlm).eval()
+    ids, labels = inputs(mlm.config.vocab_size)
+    sums = model(input_ids=ids, labels=labels)
+    full = mlm(input_ids=ids, labels=labels)  # HF: logits at every position, mean over labelled ones
+    assert sums.n_predicted == int((labels != IGNORE_INDEX).sum())
+    assert float(sums.mlm_loss) / sums.n_predicted == pytest.approx(float(full.loss), rel=1e-5)
+    pred = full.logits.argmax(-1)[labels != IGNORE_INDEX]
+    assert int(sums.mlm_correct) == int((pred == labels[labels != IGNORE_INDEX]).sum())
+
+
+def test_decoder_is_tied_and_receives_gradient(still_model_dir):
+    mlm = AutoModelForMaskedLM.from_pretrained(still_model_dir)
+    model = PretrainingModel(mlm)
+    assert mlm.get_output_embeddings().weight is mlm.get_input_embeddings().weight
+    ids, labels = inputs(mlm.config.vocab_size)
+    model(input_ids=ids, labels=labels).mlm_loss.backward()
+    grad = mlm.get_input_embeddings().weight.grad
+    targets = labels[labels != IGNORE_INDEX].unique()
+    assert grad[targets].abs().sum() > 0
+
+
+def test_masked_lm_sums_with_an_identity_head():
+    hidden = torch.tensor([[[0.0, 5.0], [5.0, 0.0], [1.0, 1.0]]])
+    labels = torch.tensor([[1, IGNORE_INDEX, 1]])
+    loss, correct, n = masked_lm_sums(hidden, labels, torch.nn.Identity())
+    expected = -torch.log_softmax(torch.tensor([0.0, 5.0]), 0)[1] - torch.log_softmax(torch.tensor([1.0, 1.0]), 0)[1]
+    assert n == 2 and float(loss) == pytest.approx(float(expected)) and int(correct) == 1
+
+
+def test_next_sentence_head_adds_a_loss(still_model_dir):
+    mlm = AutoModelForMaskedLM.from_pretrained(still_model_dir)
+    model = PretrainingModel(mlm, next_sentence=True)
+    ids, labels = inputs(mlm.config.vocab_size)
+    types = torch.zeros_like(ids)
+    types[:, 6:] = 1
+    sums = model(input_ids=ids, labels=labels, token_type_ids=types, nsp_labels=torch.tensor([0, 1, 0]))
+    assert sums.n_pairs == 3 and float(sums.nsp_loss) > 0
+    sums.nsp_loss.backward()
+    assert model.nsp_head.classify.weight.grad.abs().sum() > 0
+    # segment embeddings are used: other token types, other hidden states
+    other = model(input_ids=ids, labels=labels, token_type_ids=torch.zeros_like(ids), nsp_labels=torch.tensor([0, 1, 0]))
+    assert float(other.nsp_loss) != pytest.approx(float(sums.nsp_loss))
+
+
+def test_models_whose_head_is_not_one_module_are_refused():
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+
+    model = DistilBertForMaskedLM(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32))
+    with pytest.raises(ModelLoadError, match="not a single module"):
+        find_mlm_head(model)
