@@ -19,6 +19,10 @@ logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
+# A bare encoder loaded from a checkpoint saved with a task head (e.g. *ForMaskedLM)
+# legitimately lacks the pooler; any other missing weight means foreign weights.
+OPTIONAL_WEIGHT_PREFIXES = ("pooler.",)
 
 
 def _check_model_dir(path: Path) -> None:
@@ -36,6 +40,8 @@ def _check_model_dir(path: Path) -> None:
 
 def load_tokenizer(path: PathLike):
     path = Path(path)
+    if path.is_dir() and not any((path / name).exists() for name in TOKENIZER_FILES):
+        raise ModelLoadError(path, f"has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as err:  # transformers raises many kinds here
@@ -54,9 +60,20 @@ def load_backbone(path: PathLike, output_hidden_states: bool = False) -> Tuple[P
     tokenizer = load_tokenizer(path)
     try:
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)
-        model = AutoModel.from_pretrained(str(path), config=config, local_files_only=True)
+        model, info = AutoModel.from_pretrained(
+            str(path), config=config, local_files_only=True, output_loading_info=True
+        )
     except Exception as err:
         raise ModelLoadError(path, f"cannot load the weights ({type(err).__name__}: {err})") from None
+    # transformers only warns when the weights belong to another architecture and
+    # initialises the rest randomly; a silently random encoder is worse than an error.
+    missing = [key for key in info["missing_keys"] if not key.startswith(OPTIONAL_WEIGHT_PREFIXES)]
+    if missing:
+        raise ModelLoadError(
+            path,
+            f"the weights do not fit the '{config.model_type}' architecture of config.json: {len(missing)} of "
+            f"{len(model.state_dict())} tensors are missing (e.g. {', '.join(missing[:3])})",
+        )
     check_vocab(model, tokenizer, path)
     model.config.output_hidden_states = output_hidden_states
     return model, tokenizer

@@ -21,6 +21,7 @@ from ..encoder.listener import EncoderListener
 from ..encoder.model import EncoderBatch, _set_backbone, get_hf_model
 from ..encoder.output import ENCODING_ATTR, DocEncoding
 from ..errors import ModelLoadError
+from ..util.io import atomic_write_text
 
 FORMAT_VERSION = 1
 
@@ -147,14 +148,19 @@ class MLMEncoder(TrainablePipe):
         path.mkdir(parents=True, exist_ok=True)
         hf_model = get_hf_model(self.model)
         save_backbone(hf_model, self.model.attrs["tokenizer"].hf, path / "model")
-        srsly.write_json(path / "cfg", {"format_version": FORMAT_VERSION, **self.cfg})
+        atomic_write_text(path / "cfg", srsly.json_dumps({"format_version": FORMAT_VERSION, **self.cfg}))
 
     def from_disk(self, path, *, exclude=tuple()) -> "MLMEncoder":
         path = ensure_path(path)
         cfg_path = path / "cfg"
         if not cfg_path.exists():
             raise ModelLoadError(path, "not a saved mlm_encoder component (no cfg file)")
-        cfg = srsly.read_json(cfg_path)
+        try:
+            cfg = srsly.read_json(cfg_path)
+        except ValueError as err:
+            raise ModelLoadError(cfg_path, f"is not valid JSON ({err})") from None
+        if not isinstance(cfg, dict):
+            raise ModelLoadError(cfg_path, f"should hold a JSON object, not {type(cfg).__name__}")
         version = cfg.get("format_version")
         if version != FORMAT_VERSION:
             raise ModelLoadError(
