@@ -12,6 +12,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from spacy.attrs import IDX, LENGTH
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model, PyTorchShim
@@ -203,8 +204,9 @@ def _no_backprop(_):
 
 
 def _align(doc: Doc, pieces: DocPieces) -> Alignment:
-    starts = np.fromiter((t.idx for t in doc), dtype=np.int64, count=len(doc))
-    ends = starts + np.fromiter((len(t) for t in doc), dtype=np.int64, count=len(doc))
+    # to_array, not a loop over Token objects: a third of the time on 100k-token docs
+    bounds = doc.to_array([IDX, LENGTH]).astype(np.int64).reshape(-1, 2)
+    starts, ends = bounds[:, 0], bounds[:, 0] + bounds[:, 1]
     return align_pieces_to_tokens(starts, ends, pieces.starts, pieces.ends)
 
 

@@ -56,7 +56,10 @@ class PieceTokenizer:
         self.content_length = self.max_length - len(self.prefix) - len(self.suffix)
         if self.content_length <= 0:
             raise ModelLoadError(self.hf.name_or_path, f"window of {max_length} leaves no room for text")
-        self.overlap = min(int(overlap), self.content_length - 1)
+        # An overlap above half the window puts every piece in many windows (the work grows
+        # by size / (size - overlap)): with a 64-position model and the default overlap of
+        # 128 the step would be one piece, one window per piece.
+        self.overlap = min(int(overlap), self.content_length // 2)
 
     def __call__(self, docs: Sequence[Doc]) -> List[DocPieces]:
         out: List[DocPieces] = [None] * len(docs)  # type: ignore
