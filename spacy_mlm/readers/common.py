@@ -1,0 +1,79 @@
+"""Shared plumbing for the line-based data readers: numbered lines with a clear
+error for undecodable files, JSON lines, and a reproducible subsample.
+
+Every reader reports problems as `DataFormatError(path, line, message)` so a bad
+row in a 60k-line file can be found without a debugger."""
+import json
+import random
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+
+from ..errors import DataFormatError
+
+T = TypeVar("T")
+PathLike = Union[str, Path]
+
+
+def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
+    """(1-based line number, line without its line ending) for each line.
+    CRLF files (SICK test, SST-2 test) read the same as LF files."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(path, None, "file not found")
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode(encoding)
+            except UnicodeDecodeError as err:
+                raise DataFormatError(
+                    path, number, f"cannot decode as {encoding} ({err.reason}); pass the file's encoding"
+                ) from None
+            yield number, text.rstrip("\r\n")
+
+
+def parse_json_line(path: PathLike, number: int, line: str) -> Dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise DataFormatError(path, number, f"invalid JSON: {err.msg} (column {err.colno})") from None
+    if not isinstance(record, dict):
+        raise DataFormatError(path, number, f"expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def split_tsv(path: PathLike, number: int, line: str, n_columns: int) -> List[str]:
+    """GLUE-style TSV: no quoting (MultiNLI text contains bare quote characters),
+    so a plain split on tabs is the faithful parse."""
+    fields = line.split("\t")
+    if len(fields) != n_columns:
+        raise DataFormatError(path, number, f"expected {n_columns} tab-separated columns, found {len(fields)}")
+    return fields
+
+
+def find_column(header: Sequence[str], candidates: Sequence[str]) -> Optional[int]:
+    """Index of the first of `candidates` present in `header` (case-insensitive)."""
+    lowered = [name.strip().lower() for name in header]
+    for name in candidates:
+        if name.lower() in lowered:
+            return lowered.index(name.lower())
+    return None
+
+
+def select(items: Sequence[T], limit: int = 0, shuffle: bool = False, seed: int = 0) -> List[T]:
+    """The first `limit` items (0 = all), after a seeded shuffle if asked. Used
+    to subsample large training files the same way for every system compared."""
+    chosen = list(items)
+    if shuffle:
+        random.Random(seed).shuffle(chosen)
+    if limit and limit > 0:
+        chosen = chosen[:limit]
+    return chosen
+
+
+def one_hot_cats(gold: Sequence[str], labels: Sequence[str]) -> Dict[str, float]:
+    """doc.cats for a gold label set: 1.0 for gold labels, 0.0 for every other
+    label, so a multi-label learner sees explicit negatives rather than missing values."""
+    unknown = set(gold) - set(labels)
+    if unknown:
+        raise ValueError(f"labels {sorted(unknown)} are not in the label set {list(labels)}")
+    return {label: 1.0 if label in gold else 0.0 for label in labels}
