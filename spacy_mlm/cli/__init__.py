@@ -14,3 +14,4 @@ from . import demo, encode  # noqa: E402,F401
 from . import convert_conll, evaluate_ner, compare  # noqa: E402,F401
 from . import fit_transform, wic  # noqa: E402,F401
 from . import pretrain, fill_mask  # noqa: E402,F401
+from . import evaluate  # noqa: E402,F401
