@@ -83,9 +83,9 @@ def read_documents(corpus_cfg) -> Tuple[Dict[str, list], Dict[str, list]]:
         return train, {lang: read(path) for lang, path in dev_paths.items()}
     dev = {}
     for lang, docs in train.items():
-        if len(docs) < 2:
-            raise SpacyMlmError(f"corpus {train_paths[lang]} has one document; give a dev corpus to evaluate on")
-        n_dev = max(1, int(round(corpus_cfg["dev_fraction"] * len(docs))))
+        if len(docs) < 4:
+            raise SpacyMlmError(f"corpus {train_paths[lang]} has under 4 documents; give a dev corpus to evaluate on")
+        n_dev = max(2, int(round(corpus_cfg["dev_fraction"] * len(docs))))
         train[lang], dev[lang] = docs[:-n_dev], docs[-n_dev:]
     return train, dev
 

@@ -45,7 +45,7 @@ def tiny_overrides(corpus, source, **extra):
         "pretraining.log_every": 1,
         "pretraining.optimizer.learning_rate": 0.001,
         "pretraining.optimizer.warmup_steps": 1,
-        "pretraining.scratch.vocab_size": 200,
+        "pretraining.scratch.vocab_size": 300,
         "pretraining.scratch.hidden_size": 32,
         "pretraining.scratch.num_layers": 1,
         "pretraining.scratch.num_heads": 2,
@@ -62,6 +62,8 @@ def pretrained_dir(tmp_path_factory, corpus_file, tiny_model_dir):
     from spacy_mlm.pretraining.loop import pretrain
 
     out = tmp_path_factory.mktemp("pretrained")
-    config = load_pretraining_config(None, tiny_overrides(corpus_file, tiny_model_dir, **{"pretraining.max_steps": 30, "pretraining.eval_every": 10, "pretraining.checkpoint_every": 10}))
+    config = load_pretraining_config(None, tiny_overrides(corpus_file, tiny_model_dir, **{
+        "pretraining.max_steps": 20, "pretraining.eval_every": 10, "pretraining.checkpoint_every": 10,
+        "pretraining.optimizer.learning_rate": 0.005}))
     pretrain(config, out)
     return out

@@ -1,0 +1,117 @@
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+from spacy_mlm.errors import SpacyMlmError
+from spacy_mlm.pretraining.config import load_pretraining_config
+from spacy_mlm.pretraining.loop import pretrain
+
+from .conftest import tiny_overrides
+
+
+def run(tmp_path, corpus, source, name="out", resume=False, **extra):
+    config = load_pretraining_config(None, tiny_overrides(corpus, source, **extra))
+    out = tmp_path / name
+    pretrain(config, out, resume=resume)
+    return out, [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_run_writes_model_checkpoints_curves_and_learns(pretrained_dir):
+    history = [json.loads(line) for line in (pretrained_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [row for row in history if "eval_loss" in row]
+    assert [row["step"] for row in evals] == [0, 10, 20]
+    assert evals[-1]["eval_loss"] < evals[0]["eval_loss"] - 0.3
+    assert evals[-1]["eval_perplexity"] == pytest.approx(np.exp(evals[-1]["eval_loss"]), rel=1e-6)
+    assert np.mean([r["loss"] for r in history[-5:]]) < np.mean([r["loss"] for r in history[1:6]])
+    assert (pretrained_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in (pretrained_dir / "checkpoints").glob("step-*")) == ["step-00000010", "step-00000020"]
+    assert (pretrained_dir / "config.cfg").exists()
+    lrs = [row["lr"] for row in history if "lr" in row]
+    assert lrs[0] == pytest.approx(5e-3) and lrs[-1] == pytest.approx(0.0)  # warmup 1, then linear decay to 0
+
+
+def test_output_loads_in_transformers_spacy_transformers_and_our_encoder(pretrained_dir):
+    import spacy
+
+    model_dir = pretrained_dir / "model"
+    mlm = AutoModelForMaskedLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    assert mlm.get_output_embeddings().weight is mlm.get_input_embeddings().weight
+    from safetensors import safe_open
+
+    with safe_open(str(model_dir / "model.safetensors"), "pt") as f:
+        assert any(key.startswith("cls.predictions.transform") for key in f.keys())
+    enc = tokenizer("the pond lies in a quiet wood", return_tensors="pt")
+    assert mlm(**enc).logits.shape[-1] == len(tokenizer)
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("transformer", config={"model": {
+        "@architectures": "spacy-transformers.TransformerModel.v3", "name": str(model_dir),
+        "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 24, "stride": 16}}})
+    nlp.initialize()
+    doc = nlp("The pond lies in a quiet wood.")
+    assert doc._.trf_data.tensors[0].shape[-1] == mlm.config.hidden_size
+
+    import spacy_mlm  # noqa: F401
+
+    ours = spacy.blank("en")
+    ours.add_pipe("mlm_encoder", config={"model": {"path": str(model_dir)}})
+    ours.initialize()
+    doc = ours("The pond lies in a quiet wood.")
+    assert doc._.mlm_encoding.token_vectors().shape == (len(doc), mlm.config.hidden_size)
+
+
+def test_accumulation_gives_the_same_steps(tmp_path, corpus_file, still_model_dir):
+    _, one = run(tmp_path, corpus_file, still_model_dir, "one", **{"pretraining.eval_every": 0})
+    _, two = run(tmp_path, corpus_file, still_model_dir, "two", **{"pretraining.eval_every": 0, "pretraining.grad_accumulation_steps": 2})
+    np.testing.assert_allclose([r["loss"] for r in one], [r["loss"] for r in two], rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
+def test_from_scratch_trains_a_tokenizer(tmp_path, corpus_file, kind):
+    out, history = run(tmp_path, corpus_file, None, **{"pretraining.scratch.tokenizer": kind, "pretraining.max_steps": 2})
+    tokenizer = AutoTokenizer.from_pretrained(out / "model")
+    assert tokenizer.mask_token is not None and 50 < len(tokenizer) <= 300
+    model = AutoModelForMaskedLM.from_pretrained(out / "model")
+    assert model.config.vocab_size == len(tokenizer)
+    assert len(history) == 3 and all(np.isfinite(r.get("loss", 0)) for r in history)
+
+
+def test_next_sentence_and_whole_word(tmp_path, corpus_file, tiny_model_dir):
+    out, history = run(tmp_path, corpus_file, tiny_model_dir, **{
+        "pretraining.next_sentence": True, "pretraining.masking.whole_word": True, "pretraining.max_steps": 2})
+    assert "nsp_loss" in history[-1] and 0 <= history[-1]["nsp_accuracy"] <= 1
+    assert (out / "model" / "nsp_head.safetensors").exists()
+
+
+def test_several_languages_log_their_shares(tmp_path, corpus_file, tiny_model_dir, caplog):
+    small = tmp_path / "small.jsonl"
+    small.write_text("\n".join(json.dumps({"text": f"The cat sleeps.\nDay {i}."}) for i in range(6)), encoding="utf8")
+    settings = tiny_overrides(corpus_file, tiny_model_dir, **{"pretraining.max_steps": 1, "pretraining.eval_every": 0})
+    del settings["paths.train"]
+    settings["pretraining.corpus.train"] = {"en": str(corpus_file), "xx": str(small)}
+    with caplog.at_level(logging.INFO):
+        pretrain(load_pretraining_config(None, settings), tmp_path / "multi")
+    line = next(r.getMessage() for r in caplog.records if "data share" in r.getMessage())
+    assert "en:" in line and "xx:" in line and "sampled" in line
+
+
+def test_refuses_to_overwrite_and_rejects_bad_settings(tmp_path, corpus_file, tiny_model_dir):
+    run(tmp_path, corpus_file, tiny_model_dir, **{"pretraining.max_steps": 2, "pretraining.eval_every": 0})
+    with pytest.raises(SpacyMlmError, match="--resume"):
+        run(tmp_path, corpus_file, tiny_model_dir, **{"pretraining.max_steps": 2})
+    with pytest.raises(SpacyMlmError, match="exceeds"):
+        run(tmp_path, corpus_file, tiny_model_dir, "long", **{"pretraining.max_length": 1000})
+    with pytest.raises(SpacyMlmError, match="divisible"):
+        run(tmp_path, corpus_file, tiny_model_dir, "odd", **{"pretraining.batch_size": 7, "pretraining.grad_accumulation_steps": 2})
+
+
+def test_max_time_stops_and_checkpoints(tmp_path, corpus_file, tiny_model_dir):
+    out, history = run(tmp_path, corpus_file, tiny_model_dir, **{"pretraining.max_steps": 1000, "pretraining.max_time": 1e-9,
+                                                                  "pretraining.checkpoint_every": 500})
+    assert history[-1]["step"] == 1
+    assert (out / "checkpoints" / "step-00000001").exists()
