@@ -67,3 +67,15 @@ def pretrained_dir(tmp_path_factory, corpus_file, tiny_model_dir):
         "pretraining.optimizer.learning_rate": 0.005}))
     pretrain(config, out)
     return out
+
+
+def cli_args(settings):
+    """`--key value` command-line overrides for the same settings."""
+    args = []
+    for key, value in settings.items():
+        args += [f"--{key}", "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)]
+    return args
+
+
+def read_history(output_dir):
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]

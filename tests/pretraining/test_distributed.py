@@ -1,0 +1,28 @@
+"""The same run in 2 processes (torchrun, DDP over gloo on CPU) and in 1 process
+with the same effective batch follows the same loss trajectory."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from spacy_mlm.pretraining.config import load_pretraining_config
+from spacy_mlm.pretraining.loop import pretrain
+
+from .conftest import cli_args, read_history, tiny_overrides
+
+
+def test_two_processes_match_one(tmp_path, corpus_file, still_model_dir):
+    settings = tiny_overrides(corpus_file, still_model_dir, **{
+        "pretraining.max_steps": 5, "pretraining.eval_every": 5, "pretraining.checkpoint_every": 0})
+    pretrain(load_pretraining_config(None, settings), tmp_path / "single")
+    (tmp_path / "c.cfg").write_text("[pretraining]\n")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "spacy_mlm", "pretrain", str(tmp_path / "c.cfg"), str(tmp_path / "ddp")] + cli_args(settings)
+    done = subprocess.run(command, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    single, ddp = read_history(tmp_path / "single"), read_history(tmp_path / "ddp")
+    assert [r["step"] for r in single] == [r["step"] for r in ddp]
+    np.testing.assert_allclose([r.get("loss", 0) for r in ddp], [r.get("loss", 0) for r in single], rtol=1e-4)
+    np.testing.assert_allclose(ddp[-1]["eval_loss"], single[-1]["eval_loss"], rtol=1e-4)
+    assert single[-1]["loss"] != single[1]["loss"]  # it did train
