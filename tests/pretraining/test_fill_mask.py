@@ -1,0 +1,43 @@
+import pytest
+from typer.testing import CliRunner
+
+from spacy_mlm.cli import app
+from spacy_mlm.errors import ModelLoadError, SpacyMlmError
+from spacy_mlm.fill_mask import FillMask, fill_mask
+
+
+def test_top_k_per_blank_sorted_probabilities(pretrained_dir):
+    fill = FillMask(pretrained_dir / "model")
+    results = fill("The ___ lies in a quiet wood near the ___ of Concord.", top_k=3)
+    assert len(results) == 2
+    for candidates in results:
+        probs = [p for _, p in candidates]
+        assert len(candidates) == 3 and probs == sorted(probs, reverse=True) and 0 < probs[-1] <= probs[0] <= 1
+        assert not any(piece in fill.tokenizer.all_special_tokens for piece, _ in candidates)
+    assert fill(f"The {fill.tokenizer.mask_token} lies in a quiet wood.", top_k=3)[0] == \
+        fill("The ___ lies in a quiet wood.", top_k=3)[0]
+
+
+def test_learned_something(pretrained_dir):
+    # trained on these sentences: the right word should rank above chance for a seen context
+    candidates = fill_mask(pretrained_dir / "model", "The cat sleeps on the warm stone ___ .", top_k=50)[0]
+    assert candidates[0][1] > 1 / 50
+
+
+def test_errors(pretrained_dir, minilm_path):
+    fill = FillMask(pretrained_dir / "model")
+    with pytest.raises(SpacyMlmError, match="no blank"):
+        fill("Nothing is missing here.")
+    with pytest.raises(SpacyMlmError):
+        fill("The ___ .", top_k=0)
+    with pytest.raises(ModelLoadError, match="no MLM head"):
+        FillMask(minilm_path)
+
+
+def test_cli(pretrained_dir):
+    result = CliRunner().invoke(app, ["fill-mask", str(pretrained_dir / "model"), "The ___ of Walden Pond", "-k", "2"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "blank 1:" and len(lines) == 3 and float(lines[1].split()[-1]) > 0
+    bad = CliRunner().invoke(app, ["fill-mask", str(pretrained_dir / "model"), "no blanks"])
+    assert bad.exit_code == 1 and "no blank" in bad.output
