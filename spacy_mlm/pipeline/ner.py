@@ -27,30 +27,18 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import registry
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
-from thinc.types import Floats2d
+from thinc.types import Floats2d, Ragged
 
 from ..errors import NotInitializedError, SpacyMlmError
 from ..tagging import model as _token_tagger  # noqa: F401  (registers spacy_mlm.TokenTagger.v1)
+from ..tagging.pieces import SUBWORD_POOLINGS, pool_piece_scores
 from ..tagging.crf import FORBIDDEN, apply_constraints, crf_marginals, crf_nll, crf_viterbi
 from ..tagging.schemes import make_tag_labels, normalize_scheme, spans_to_tags, tags_to_spans, transition_constraints
 
 TAG_PROBS_ATTR = "tag_probs"
+SUBWORD_LOSSES = ("all", "first")
 if not Doc.has_extension(TAG_PROBS_ATTR):
     Doc.set_extension(TAG_PROBS_ATTR, default=None)
-
-DEFAULT_NER_MODEL = """
-[model]
-@architectures = "spacy_mlm.TokenTagger.v1"
-nO = null
-crf = false
-
-[model.tok2vec]
-@architectures = "spacy_mlm.EncoderListener.v1"
-width = 384
-pooling = "first"
-upstream = "*"
-"""
-
 
 @Language.factory(
     "mlm_ner",
@@ -70,6 +58,8 @@ upstream = "*"
         "scheme": "BIO",
         "constrained": True,
         "store_probs": False,
+        "subword_loss": "all",
+        "subword_decode": "first",
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -81,23 +71,41 @@ def make_mlm_ner(
     scheme: str,
     constrained: bool,
     store_probs: bool,
+    subword_loss: str,
+    subword_decode: str,
     scorer: Optional[Callable],
 ) -> "EntityTagger":
     """Entity recognizer tagging tokens in `scheme` ("IO", "BIO"/"IOB2" or
     "BIOES"/"BILUO") over the encoder's token vectors.
 
-    model: `spacy_mlm.TokenTagger.v1` (`crf = true` for the CRF variant) over a
-        `spacy_mlm.EncoderListener.v1` (its `pooling` chooses first-subword or
-        mean-of-subwords token vectors; set `width` to the encoder's width).
+    model: `spacy_mlm.TokenTagger.v1` (`crf = true` for the CRF variant) over
+        `spacy_mlm.EncoderListener.v1` (one pooled vector per token: its
+        `pooling` chooses first-subword or mean-of-subwords vectors) or over
+        `spacy_mlm.EncoderPieceListener.v1` (every subword scored; then the two
+        `subword_*` options apply). Set the listener's `width` to the encoder's.
     constrained: decode under the scheme's transition constraints (always
         well-formed output). Without it the softmax variant takes each token's
         argmax and the CRF its unconstrained Viterbi path.
     store_probs: also set `doc._.tag_probs`, a (len(doc), n_tags) array of tag
         probabilities (softmax) or marginals (CRF), columns in the order of
         the component's `tag_labels`.
+    subword_loss: with the piece listener and the softmax, "all" = every
+        subword is trained on its word's tag, "first" = only the first subword
+        carries the loss. (The CRF trains on the token scores that
+        `subword_decode` makes.)
+    subword_decode: with the piece listener, a word's scores are its first
+        subword's ("first") or the mean of its subwords' distributions ("mean").
     """
     return EntityTagger(
-        nlp.vocab, model, name, scheme=scheme, constrained=constrained, store_probs=store_probs, scorer=scorer
+        nlp.vocab,
+        model,
+        name,
+        scheme=scheme,
+        constrained=constrained,
+        store_probs=store_probs,
+        subword_loss=subword_loss,
+        subword_decode=subword_decode,
+        scorer=scorer,
     )
 
 
@@ -111,8 +119,14 @@ class EntityTagger(TrainablePipe):
         scheme: str = "BIO",
         constrained: bool = True,
         store_probs: bool = False,
+        subword_loss: str = "all",
+        subword_decode: str = "first",
         scorer: Optional[Callable] = None,
     ):
+        if subword_loss not in SUBWORD_LOSSES:
+            raise SpacyMlmError(f"subword_loss must be one of {', '.join(SUBWORD_LOSSES)}, got {subword_loss!r}")
+        if subword_decode not in SUBWORD_POOLINGS:
+            raise SpacyMlmError(f"subword_decode must be one of {', '.join(SUBWORD_POOLINGS)}, got {subword_decode!r}")
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -122,6 +136,8 @@ class EntityTagger(TrainablePipe):
             "scheme": normalize_scheme(scheme),
             "constrained": constrained,
             "store_probs": store_probs,
+            "subword_loss": subword_loss,
+            "subword_decode": subword_decode,
         }
 
     # -- labels -----------------------------------------------------------------
@@ -191,9 +207,10 @@ class EntityTagger(TrainablePipe):
 
     def _decode(self, scores: List[Floats2d]):
         """Viterbi paths (tag ids per doc) and, if asked for, per-token probabilities."""
-        emissions, mask = _pad(scores, self.model.get_dim("nO"))
-        lengths = [len(s) for s in scores]
         crf = self.model.attrs["crf"]
+        rows = [torch.from_numpy(numpy.ascontiguousarray(_data(s))) for s in scores]
+        emissions, mask = _pad(self._token_scores(rows, scores, self.cfg["subword_decode"]), self.model.get_dim("nO"))
+        lengths = [_n_tokens(s) for s in scores]
         if not crf:
             emissions = torch.log_softmax(emissions, dim=-1)
         start, transitions, end = self._constrain(*self._transition_scores())
@@ -261,33 +278,51 @@ class EntityTagger(TrainablePipe):
         loss, d_scores, _ = self._loss(list(examples), scores)
         return loss, d_scores
 
-    def _loss(self, examples: List[Example], scores: List[Floats2d]):
-        """Mean negative log-likelihood per annotated token, its gradient for the
-        scores and (CRF) for the start / transition / end scores."""
+    def _loss(self, examples: List[Example], scores):
+        """Mean negative log-likelihood per annotated token (or subword), its
+        gradient for the scores and (CRF) for the start / transition / end scores."""
         validate_examples(examples, "EntityTagger.get_loss")
         n_tags = self.model.get_dim("nO")
-        emissions, mask = _pad(scores, n_tags)
-        emissions.requires_grad_(True)
-        tag_mask = torch.ones(emissions.shape, dtype=torch.bool)
-        n_annotated = 0
-        for i, eg in enumerate(examples):
-            allowed = self._gold_tag_mask(eg)
-            tag_mask[i, : len(allowed)] = torch.from_numpy(allowed)
-            n_annotated += int((allowed.sum(axis=1) == 1).sum())
         crf = self.model.attrs["crf"]
-        if crf:
-            leaves = self._transition_scores(trainable=True)
-            nll = crf_nll(emissions, tag_mask, mask, *self._constrain(*leaves)).sum()
+        rows = [torch.tensor(numpy.asarray(_data(s)), requires_grad=True) for s in scores]
+        gold = [torch.from_numpy(self._gold_tag_mask(eg)) for eg in examples]
+        pieces = [torch.as_tensor(numpy.asarray(s.lengths), dtype=torch.long) if isinstance(s, Ragged) else None for s in scores]
+        # a token without pieces has no score of its own to train
+        gold = [g if p is None else g | (p == 0).unsqueeze(1) for g, p in zip(gold, pieces)]
+        if not crf and self.cfg["subword_loss"] == "all" and any(p is not None for p in pieces):
+            # every subword learns its word's tag
+            flat = torch.cat(rows)
+            allowed = torch.cat([g if p is None else g.repeat_interleave(p, dim=0) for g, p in zip(gold, pieces)])
+            per_row = _softmax_nll(flat, allowed)
+            nll, n_annotated = per_row.sum(), int((allowed.sum(dim=1) == 1).sum())
         else:
-            clamped = emissions.masked_fill(~tag_mask, FORBIDDEN)
-            per_token = torch.logsumexp(emissions, dim=-1) - torch.logsumexp(clamped, dim=-1)
-            nll = (per_token * mask).sum()
+            how = self.cfg["subword_decode"] if crf else "first"
+            emissions, mask = _pad(self._token_scores(rows, scores, how), n_tags)
+            tag_mask = torch.ones(emissions.shape, dtype=torch.bool)
+            for i, g in enumerate(gold):
+                tag_mask[i, : len(g)] = g
+            n_annotated = int(sum(int((g.sum(dim=1) == 1).sum()) for g in gold))
+            if crf:
+                leaves = self._transition_scores(trainable=True)
+                nll = crf_nll(emissions, tag_mask, mask, *self._constrain(*leaves)).sum()
+            else:
+                nll = (_softmax_nll(emissions, tag_mask) * mask).sum()
         loss = nll / max(n_annotated, 1)
         loss.backward()
-        grad = emissions.grad.numpy()
-        d_scores = [self.model.ops.asarray2f(grad[i, : len(s)]) for i, s in enumerate(scores)]
+        d_scores = [
+            self.model.ops.asarray2f(r.grad.numpy()) if p is None else Ragged(self.model.ops.asarray2f(r.grad.numpy()), s.lengths)
+            for r, p, s in zip(rows, pieces, scores)
+        ]
         d_crf = tuple(self.model.ops.asarray(leaf.grad.numpy()) for leaf in leaves) if crf else None
         return float(loss.detach()), d_scores, d_crf
+
+    def _token_scores(self, rows: List[torch.Tensor], scores, how: str) -> List[torch.Tensor]:
+        """One score row per token: the model's own for token input; pooled
+        from the subword rows (`how` = first | mean) for piece input."""
+        log_probs = not self.model.attrs["crf"]
+        return [
+            pool_piece_scores(r, s.lengths, how, log_probs) if isinstance(s, Ragged) else r for r, s in zip(rows, scores)
+        ]
 
     def _gold_tag_mask(self, example: Example) -> numpy.ndarray:
         """(len(predicted), n_tags) bool: the tags each predicted token may have."""
@@ -306,14 +341,29 @@ class EntityTagger(TrainablePipe):
         return allowed
 
 
-def _pad(scores: List[Floats2d], n_tags: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Per-doc score arrays as one zero-padded (B, T, K) tensor and its (B, T)
-    mask. Every row gets at least one position (the CRF recursions start from
-    one); an empty doc's dummy position is cut off again by its length."""
-    longest = max([1] + [len(s) for s in scores])
-    padded = numpy.zeros((len(scores), longest, n_tags), dtype="float32")
-    mask = numpy.zeros((len(scores), longest), dtype=bool)
-    for i, s in enumerate(scores):
-        padded[i, : len(s)] = numpy.asarray(s)
-        mask[i, : max(len(s), 1)] = True
-    return torch.from_numpy(padded), torch.from_numpy(mask)
+def _data(scores):
+    return scores.data if isinstance(scores, Ragged) else scores
+
+
+def _n_tokens(scores) -> int:
+    return len(scores.lengths) if isinstance(scores, Ragged) else len(scores)
+
+
+def _softmax_nll(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Per-row -log of the probability of the allowed tags (0 where all are allowed)."""
+    return torch.logsumexp(logits, dim=-1) - torch.logsumexp(logits.masked_fill(~allowed, FORBIDDEN), dim=-1)
+
+
+def _pad(rows: List[torch.Tensor], n_tags: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Per-doc (n_tokens, K) score tensors as one zero-padded (B, T, K) tensor
+    and its (B, T) mask (differentiable). Every row gets at least one position
+    (the CRF recursions start from one); an empty doc's dummy position is cut
+    off again by its length."""
+    longest = max([1] + [len(r) for r in rows])
+    if not rows:
+        return torch.zeros((0, longest, n_tags)), torch.zeros((0, longest), dtype=torch.bool)
+    padded = torch.stack([torch.nn.functional.pad(r, (0, 0, 0, longest - len(r))) for r in rows])
+    mask = torch.zeros((len(rows), longest), dtype=torch.bool)
+    for i, r in enumerate(rows):
+        mask[i, : max(len(r), 1)] = True
+    return padded, mask

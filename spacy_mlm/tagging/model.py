@@ -12,8 +12,8 @@ from typing import List, Optional, Tuple
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Linear, Model, chain, with_array, zero_init
-from thinc.types import Floats1d, Floats2d
+from thinc.api import Linear, Model, with_array, zero_init
+from thinc.types import Floats1d, Floats2d, Ragged
 
 CRFParams = Tuple[Floats1d, Floats2d, Floats1d]
 
@@ -22,36 +22,51 @@ CRFParams = Tuple[Floats1d, Floats2d, Floats1d]
 def build_token_tagger_v1(
     tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None, crf: bool = False
 ) -> Model[List[Doc], List[Floats2d]]:
-    """Tag scores ``(len(doc), nO)`` per doc from `tok2vec` (e.g.
-    `spacy_mlm.EncoderListener.v1` with token pooling). `nO` (the number of tags)
-    is set by the component from its labels. `crf = true` adds a linear-chain CRF
-    over the same scores (training by likelihood, Viterbi decoding)."""
+    """Tag scores per doc from `tok2vec`: `spacy_mlm.EncoderListener.v1` (token
+    pooling; output ``(len(doc), nO)``) or `spacy_mlm.EncoderPieceListener.v1`
+    (one score row per subword piece, a `Ragged` grouped by token). `nO` (the
+    number of tags) is set by the component from its labels. `crf = true` adds a
+    linear-chain CRF over the token scores (training by likelihood, Viterbi
+    decoding)."""
     output = with_array(Linear(nO=nO, init_W=zero_init))
-    emissions = chain(tok2vec, output)
     crf_layer = build_crf_params(nO) if crf else None
-    layers = [emissions] + ([crf_layer] if crf_layer is not None else [])
     return Model(
         "token_tagger",
         _tagger_forward,
         init=_tagger_init,
         dims={"nO": nO},
-        layers=layers,
+        layers=[tok2vec, output] + ([crf_layer] if crf_layer is not None else []),
         refs={"tok2vec": tok2vec, "output": output, "crf": crf_layer},
         attrs={"crf": crf},
     )
 
 
 def _tagger_forward(model: Model, docs: List[Doc], is_train: bool):
-    return model.layers[0](docs, is_train)
+    tok2vec, output = model.get_ref("tok2vec"), model.get_ref("output")
+    X, backprop_X = tok2vec(docs, is_train)
+    if not (X and isinstance(X[0], Ragged)):
+        Y, backprop_Y = output(X, is_train)
+        return Y, lambda dY: backprop_X(backprop_Y(dY))
+    # piece rows: score the rows, keep the grouping by token
+    Y, backprop_Y = output([x.data for x in X], is_train)
+
+    def backprop(dY: List[Ragged]):
+        dX = backprop_Y([d.data for d in dY])
+        return backprop_X([Ragged(d, x.lengths) for d, x in zip(dX, X)])
+
+    return [Ragged(y, x.lengths) for y, x in zip(Y, X)], backprop
 
 
 def _tagger_init(model: Model, X=None, Y=None):
-    n_tags = model.get_dim("nO") if model.has_dim("nO") else None
-    if n_tags is not None:
-        model.get_ref("output").layers[0].set_dim("nO", n_tags)
+    tok2vec, linear = model.get_ref("tok2vec"), model.get_ref("output").layers[0]
+    if tok2vec.has_dim("nO"):
+        linear.set_dim("nI", tok2vec.get_dim("nO"), force=True)
+    if model.has_dim("nO"):
+        linear.set_dim("nO", model.get_dim("nO"), force=True)
         if model.attrs["crf"]:
-            model.get_ref("crf").set_dim("nO", n_tags)
-    model.layers[0].initialize(X=X)
+            model.get_ref("crf").set_dim("nO", model.get_dim("nO"), force=True)
+    tok2vec.initialize(X=X)
+    model.get_ref("output").initialize()
     if model.attrs["crf"]:
         model.get_ref("crf").initialize()
     return model

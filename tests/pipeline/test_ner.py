@@ -130,3 +130,25 @@ def test_errors(tiny_model_dir):
         nlp.initialize(lambda: [Example(nlp.make_doc("a b"), nlp.make_doc("a b"))])
     with pytest.raises(SpacyMlmError, match="Unknown tag scheme"):
         make_nlp(tiny_model_dir, scheme="BILOU2")
+
+
+PIECES = {"@architectures": "spacy_mlm.EncoderPieceListener.v1", "width": 32}
+
+
+@pytest.mark.parametrize("crf,loss,decode", [(False, "all", "mean"), (False, "first", "first"), (True, "all", "mean")])
+def test_subword_level_tagging(tiny_model_dir, tmp_path, crf, loss, decode):
+    nlp = make_nlp(tiny_model_dir, crf=crf, store_probs=True)
+    ner_config = nlp.config["components"]["ner"]
+    nlp.remove_pipe("ner")
+    ner_config.update({"subword_loss": loss, "subword_decode": decode})
+    ner_config["model"]["tok2vec"] = PIECES
+    nlp.add_pipe("mlm_ner", name="ner", config={k: v for k, v in ner_config.items() if k != "factory"})
+    egs, losses = train(nlp, n_steps=12)
+    assert losses[-1] < 0.8 * losses[0]
+    text = "Northwind Company in Oslo"  # several words split into subwords by the tiny vocab
+    doc = nlp(text)
+    assert doc._.tag_probs.shape == (len(doc), 7)
+    nlp.to_disk(tmp_path / "model")
+    again = spacy.load(tmp_path / "model")(text)
+    assert [(e.start, e.end, e.label_) for e in again.ents] == [(e.start, e.end, e.label_) for e in doc.ents]
+    numpy.testing.assert_allclose(again._.tag_probs, doc._.tag_probs, atol=1e-5)
