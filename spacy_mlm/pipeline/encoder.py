@@ -176,10 +176,19 @@ class MLMEncoder(TrainablePipe):
         return srsly.msgpack_dumps(files)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "MLMEncoder":
-        files = srsly.msgpack_loads(bytes_data)
+        try:
+            files = srsly.msgpack_loads(bytes_data)
+        except ValueError as err:
+            raise ModelLoadError("<bytes>", f"not a serialized mlm_encoder component ({err})") from None
+        if not isinstance(files, dict):
+            raise ModelLoadError("<bytes>", "not a serialized mlm_encoder component (expected a mapping of files)")
         with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp).resolve()
             for rel, data in files.items():
-                target = Path(tmp) / rel
+                target = (root / rel).resolve() if isinstance(rel, str) else root
+                # the bytes may come from anywhere: never write outside the temporary directory
+                if root not in target.parents or not isinstance(data, bytes):
+                    raise ModelLoadError("<bytes>", f"not a serialized mlm_encoder component (bad entry {rel!r})")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
             self.from_disk(tmp)
