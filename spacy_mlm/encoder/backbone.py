@@ -13,7 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from ..errors import ModelLoadError
-from ..util.io import atomic_directory
+from ..util.io import atomic_directory, recover_directory
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def load_tokenizer(path: PathLike):
 
 def load_backbone(path: PathLike, output_hidden_states: bool = False) -> Tuple[PreTrainedModel, object]:
     """The bare encoder (no task head) and its fast tokenizer from a local directory."""
-    path = Path(path)
+    path = recover_directory(path)  # undo a save killed mid-replace
     _check_model_dir(path)
     if not any((path / name).exists() for name in WEIGHT_FILES):
         raise ModelLoadError(path, f"has no weights (expected one of {', '.join(WEIGHT_FILES)})")
