@@ -20,12 +20,12 @@ from pathlib import Path
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.readers.common import select
-from spacy_mlm.readers.conll import conll_to_docbin
+from spacy_mlm.readers.conll import conll_documents_to_docs, read_conll
 from spacy_mlm.readers.corpus import read_corpus
 from spacy_mlm.readers.nli import read_nli
 from spacy_mlm.readers.textcat import read_textcat
 from spacy_mlm.readers.wic import read_wic_split
-from spacy_mlm.util.io import atomic_write_text
+from spacy_mlm.util.io import atomic_write_bytes, atomic_write_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,6 +46,18 @@ def label_names(spec: str):
     if not spec:
         return None
     return dict(part.split("=", 1) for part in spec.split(","))
+
+
+def convert_ner(source: Path, output: Path, limit: int) -> str:
+    """`conll_to_docbin` plus the subsample: the same DocBin attributes."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    vocab = spacy.blank("en").vocab
+    docs = select(list(conll_documents_to_docs(vocab, read_conll(source))), limit, shuffle=bool(limit), seed=0)
+    docbin = DocBin(attrs=["ORTH", "SENT_START", "ENT_IOB", "ENT_TYPE"], store_user_data=False, docs=docs)
+    atomic_write_bytes(output, docbin.to_bytes())
+    return f"{len(docs)} sentences, {sum(len(d.ents) for d in docs)} entities"
 
 
 def convert_textcat(source: Path, output: Path, names, limit: int) -> str:
@@ -95,15 +107,15 @@ def main() -> None:
     parser.add_argument("--nli-dev", required=True)
     parser.add_argument("--raw-text", required=True)
     parser.add_argument("--wic", required=True, help="WiC folder with train/ and dev/")
-    parser.add_argument("--train-limit", type=int, default=0, help="texts / pairs / WiC items kept per training set (0 = all)")
-    parser.add_argument("--dev-limit", type=int, default=0, help="texts / pairs kept per dev set (0 = all)")
+    parser.add_argument("--train-limit", type=int, default=0, help="sentences / texts / pairs / WiC items kept per training set (0 = all)")
+    parser.add_argument("--dev-limit", type=int, default=0, help="sentences / texts / pairs kept per dev set (0 = all; WiC dev is kept whole)")
     parser.add_argument("--raw-chars", type=int, default=0, help="stop reading raw text after this many characters (0 = all)")
     args = parser.parse_args()
     data = resolve(args.data_dir)
     out = args.output
     steps = [
-        ("ner train", lambda: f"{conll_to_docbin(data / args.ner_train, out / 'ner_train.spacy')} docs"),
-        ("ner dev", lambda: f"{conll_to_docbin(data / args.ner_dev, out / 'ner_dev.spacy')} docs"),
+        ("ner train", lambda: convert_ner(data / args.ner_train, out / "ner_train.spacy", args.train_limit)),
+        ("ner dev", lambda: convert_ner(data / args.ner_dev, out / "ner_dev.spacy", args.dev_limit)),
         ("textcat train", lambda: convert_textcat(data / args.textcat_train, out / "textcat_train.jsonl",
                                                   label_names(args.textcat_labels), args.train_limit)),
         ("textcat dev", lambda: convert_textcat(data / args.textcat_dev, out / "textcat_dev.jsonl",

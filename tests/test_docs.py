@@ -1,0 +1,24 @@
+"""docs/reference.md documents every factory and registered function of
+spacy_mlm (regenerate it with `docs/make_reference.py` when this fails)."""
+from pathlib import Path
+
+from spacy.util import registry
+
+import spacy_mlm  # noqa: F401
+
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
+
+
+def registered_names():
+    names = [n for n, f in registry.factories.get_all().items() if f.__module__.startswith("spacy_mlm")]
+    for reg in ("architectures", "readers", "scorers", "optimizers", "misc"):
+        names += [n for n in getattr(registry, reg).get_all() if n.startswith("spacy_mlm.")]
+    return names
+
+
+def test_reference_lists_every_factory_and_registered_function():
+    headings = {line[5:-1] for line in REFERENCE.read_text(encoding="utf8").splitlines() if line.startswith("### `")}
+    names = registered_names()
+    assert {"mlm_encoder", "spacy_mlm.HFEncoder.v1", "spacy_mlm.EncoderListener.v1"} <= set(names)
+    missing = sorted(set(names) - headings)
+    assert not missing, f"not in docs/reference.md (run docs/make_reference.py): {missing}"
