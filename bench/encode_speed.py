@@ -82,6 +82,9 @@ def main():
     ours_128 = spacy.blank("en")  # same windows as the peer's default spans
     ours_128.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": 128, "overlap": 32}})
     ours_128.initialize()
+    ours_bf16 = spacy.blank("en")  # bfloat16 matmuls under autocast
+    ours_bf16.add_pipe("mlm_encoder", config={"model": {"path": args.model, "mixed_precision": True}})
+    ours_bf16.initialize()
     peer = spacy.blank("en")
     peer.add_pipe(
         "transformer",
@@ -97,7 +100,7 @@ def main():
     peer.initialize()
 
     results = {}
-    for name, nlp in (("ours", ours), ("ours_window128", ours_128), ("spacy_transformers", peer)):
+    for name, nlp in (("ours", ours), ("ours_window128", ours_128), ("ours_bf16", ours_bf16), ("spacy_transformers", peer)):
         wps, seconds = time_pipeline(nlp, texts, args.batch_size, args.repeats)
         results[name] = (wps, seconds)
         print(f"{name:<20} {wps:10.1f} words/s  ({seconds:.2f} s for {len(texts)} texts)", flush=True)
@@ -116,6 +119,8 @@ def main():
             {
                 "ours_wps": round(results["ours"][0], 1),
                 "ours_window128_wps": round(results["ours_window128"][0], 1),
+                "ours_bf16_wps": round(results["ours_bf16"][0], 1),
+                "ratio_bf16": round(results["ours_bf16"][0] / results["spacy_transformers"][0], 3),
                 "spacy_transformers_wps": round(results["spacy_transformers"][0], 1),
                 "ratio": round(ratio, 3),
                 "ratio_window128": round(results["ours_window128"][0] / results["spacy_transformers"][0], 3),

@@ -76,6 +76,7 @@ def build_hf_encoder_v1(
     trainable_layers: int = -1,
     output_hidden_states: bool = False,
     max_batch_pieces: int = 16384,
+    mixed_precision: bool = False,
 ) -> Model[List[Doc], EncoderBatch]:
     """An encoder loaded from a local Hugging Face directory (BERT, RoBERTa, XLM-R, DistilBERT...).
 
@@ -83,7 +84,10 @@ def build_hf_encoder_v1(
     overlap: pieces shared by consecutive windows of a long document.
     trainable_layers: -1 all train, 0 frozen, k = only the last k layers.
     output_hidden_states: also keep every layer's output on `doc._.mlm_encoding.layers`.
-    max_batch_pieces: padded pieces per forward pass (memory bound)."""
+    max_batch_pieces: padded pieces per forward pass (memory bound).
+    mixed_precision: run the transformer's matmuls in bfloat16 under torch.autocast
+        (weights and outputs stay float32): about 2x faster on CPUs with AVX512-BF16/AMX
+        and on recent GPUs, at bfloat16 accuracy."""
 
     def load(model: Model, X=None, Y=None) -> None:
         _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
@@ -96,6 +100,7 @@ def build_hf_encoder_v1(
         trainable_layers=trainable_layers,
         output_hidden_states=output_hidden_states,
         max_batch_pieces=max_batch_pieces,
+        mixed_precision=mixed_precision,
     )
 
 
@@ -114,6 +119,7 @@ def build_scratch_encoder_v1(
     trainable_layers: int = -1,
     output_hidden_states: bool = False,
     max_batch_pieces: int = 16384,
+    mixed_precision: bool = False,
 ) -> Model[List[Doc], EncoderBatch]:
     """A randomly initialised encoder of the given size, for training from scratch;
     `tokenizer_path` is a directory with a fast tokenizer (see `spacy_mlm pretrain`)."""
@@ -142,6 +148,7 @@ def build_scratch_encoder_v1(
         trainable_layers=trainable_layers,
         output_hidden_states=output_hidden_states,
         max_batch_pieces=max_batch_pieces,
+        mixed_precision=mixed_precision,
     )
 
 
@@ -252,11 +259,13 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
         inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
         if model.attrs["type_ids"]:
             inputs["token_type_ids"] = torch.from_numpy(types).to(device)
-        out = hf_model(**inputs, output_hidden_states=keep_layers, return_dict=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=model.attrs["mixed_precision"]):
+            out = hf_model(**inputs, output_hidden_states=keep_layers, return_dict=True)
+        last = out.last_hidden_state.float()
         for row, w in enumerate(chunk):
-            rows_by_window[w] = out.last_hidden_state[row, : lengths[w]]
+            rows_by_window[w] = last[row, : lengths[w]]
             if keep_layers:
-                layers_by_window[w] = torch.stack([h[row, : lengths[w]] for h in out.hidden_states])
+                layers_by_window[w] = torch.stack([h[row, : lengths[w]].float() for h in out.hidden_states])
     width = int(hf_model.config.hidden_size)
     packed = torch.cat(rows_by_window) if windows else torch.zeros((0, width), device=device)
     packed_layers = torch.cat(layers_by_window, dim=1) if keep_layers and windows else None

@@ -116,3 +116,14 @@ def test_all_layers_on_request(tiny_model_dir):
     assert enc.layers.shape == (3, len(enc.piece_ids), enc.width)
     np.testing.assert_allclose(enc.layers[-1], enc.hidden, atol=1e-6)
     assert enc.token_vectors("first", layer=0).shape == (4, enc.width)
+
+
+def test_mixed_precision_is_close_to_float32(tiny_model_dir, encoder_nlp):
+    nlp = make_nlp(tiny_model_dir, mixed_precision=True)
+    fast = nlp(TEXTS[0])._.mlm_encoding.hidden
+    exact = encoder_nlp(TEXTS[0])._.mlm_encoding.hidden
+    assert fast.dtype == np.float32
+    assert not np.array_equal(fast, exact)
+    np.testing.assert_allclose(fast, exact, atol=0.15)
+    cosines = (fast * exact).sum(1) / (np.linalg.norm(fast, axis=1) * np.linalg.norm(exact, axis=1))
+    assert cosines.min() > 0.99
