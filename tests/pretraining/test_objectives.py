@@ -25,7 +25,7 @@ def test_head_at_chosen_positions_equals_full_logits(still_model_dir):
     sums = model(input_ids=ids, labels=labels)
     full = mlm(input_ids=ids, labels=labels)  # HF: logits at every position, mean over labelled ones
     assert sums.n_predicted == int((labels != IGNORE_INDEX).sum())
-    assert float(sums.mlm_loss) / sums.n_predicted == pytest.approx(float(full.loss), rel=1e-5)
+    assert float(sums.mlm_loss.detach()) / sums.n_predicted == pytest.approx(float(full.loss.detach()), rel=1e-5)
     pred = full.logits.argmax(-1)[labels != IGNORE_INDEX]
     assert int(sums.mlm_correct) == int((pred == labels[labels != IGNORE_INDEX]).sum())
 
@@ -42,11 +42,26 @@ def test_decoder_is_tied_and_receives_gradient(still_model_dir):
 
 
 def test_masked_lm_sums_with_an_identity_head():
-    hidden = torch.tensor([[[0.0, 5.0], [5.0, 0.0], [1.0, 1.0]]])
-    labels = torch.tensor([[1, IGNORE_INDEX, 1]])
-    loss, correct, n = masked_lm_sums(hidden, labels, torch.nn.Identity())
+    selected = torch.tensor([[0.0, 5.0], [1.0, 1.0]])
+    loss, correct, n = masked_lm_sums(selected, torch.tensor([1, 1]), torch.nn.Identity())
     expected = -torch.log_softmax(torch.tensor([0.0, 5.0]), 0)[1] - torch.log_softmax(torch.tensor([1.0, 1.0]), 0)[1]
     assert n == 2 and float(loss) == pytest.approx(float(expected)) and int(correct) == 1
+
+
+def test_top_layer_only_at_chosen_positions_equals_the_full_layer(still_model_dir):
+    mlm = AutoModelForMaskedLM.from_pretrained(still_model_dir).eval()
+    model = PretrainingModel(mlm).eval()
+    assert model._sparse
+    ids, labels = inputs(mlm.config.vocab_size, n_rows=4, length=16, seed=3)
+    attention = torch.ones_like(ids)
+    attention[1, 10:] = 0  # a padded row: padding must stay invisible to the chosen queries
+    labels[1, 10:] = IGNORE_INDEX
+    sums = model(input_ids=ids, labels=labels, attention_mask=attention)
+    full = mlm(input_ids=ids, attention_mask=attention, labels=labels)
+    assert float(sums.mlm_loss.detach()) / sums.n_predicted == pytest.approx(float(full.loss.detach()), rel=1e-5)
+    model._sparse = False
+    dense = model(input_ids=ids, labels=labels, attention_mask=attention)
+    assert float(dense.mlm_loss.detach()) == pytest.approx(float(sums.mlm_loss.detach()), rel=1e-5)
 
 
 def test_next_sentence_head_adds_a_loss(still_model_dir):
