@@ -32,6 +32,7 @@ setup(
             "mlm_encoder = spacy_mlm.pipeline.encoder:make_mlm_encoder",
             "mlm_vectors = spacy_mlm.pipeline.similarity:make_mlm_vectors",
             "mlm_ner = spacy_mlm.pipeline.ner:make_mlm_ner",
+            "mlm_textcat = spacy_mlm.pipeline.classifier:make_mlm_textcat",
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.encoder.model:build_hf_encoder_v1",
@@ -39,9 +40,18 @@ setup(
             "spacy_mlm.EncoderListener.v1 = spacy_mlm.encoder.listener:build_encoder_listener_v1",
             "spacy_mlm.TokenTagger.v1 = spacy_mlm.tagging.model:build_token_tagger_v1",
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.tagging.pieces:build_encoder_piece_listener_v1",
+            "spacy_mlm.ClassifierHead.v1 = spacy_mlm.classification.model:build_classifier_head_v1",
         ],
         "spacy_readers": [
             "spacy_mlm.ConllCorpus.v1 = spacy_mlm.readers.conll:create_conll_corpus_v1",
+            "spacy_mlm.NLICorpus.v1 = spacy_mlm.readers.nli:create_nli_corpus_v1",
+            "spacy_mlm.TextCatCorpus.v1 = spacy_mlm.readers.textcat:create_textcat_corpus_v1",
+        ],
+        "spacy_optimizers": [
+            "spacy_mlm.LayerDecayAdam.v1 = spacy_mlm.classification.optimizer:build_layer_decay_adam_v1",
+        ],
+        "spacy_scorers": [
+            "spacy_mlm.textcat_scorer.v1 = spacy_mlm.pipeline.classifier:make_textcat_scorer",
         ],
     },
 )

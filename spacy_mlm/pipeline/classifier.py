@@ -1,0 +1,258 @@
+"""Text and sentence-pair classification on the shared encoder ("mlm_textcat").
+
+One component for exclusive classes (softmax + cross-entropy: sentiment, topic,
+NLI) and multi-label tasks (a sigmoid + binary cross-entropy per label). Which
+one is the head's `exclusive_classes` setting, so the loss, the decision rule and
+the scores always agree with the model. It builds on spaCy's `TextCategorizer`
+(labels, `doc.cats`, serialization, rehearsal) and replaces its loss: spaCy's
+textcat uses a squared error on the probabilities, which for sigmoid outputs
+learns slowly once they saturate.
+
+Sentence pairs are ordinary Docs made by `make_pair_doc`; the encoder encodes
+them as `[CLS] A [SEP] B [SEP]` with segment ids and the head reads the [CLS]
+vector. `classify_pair(nlp, premise, hypothesis)` is the one-call API.
+"""
+from itertools import islice
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from spacy.language import Language
+from spacy.pipeline.textcat import TextCategorizer
+from spacy.scorer import Scorer
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import registry
+from thinc.api import Config, Model
+
+from ..classification.losses import (
+    balanced_class_weights,
+    class_weight_vector,
+    sigmoid_binary_cross_entropy,
+    softmax_cross_entropy,
+)
+from ..encoder.pair import make_pair_doc
+from ..errors import SpacyMlmError
+
+DEFAULT_CLASSIFIER_MODEL = Config().from_str(
+    """
+[model]
+@architectures = "spacy_mlm.ClassifierHead.v1"
+exclusive_classes = true
+hidden_width = 0
+nO = null
+
+[model.tok2vec]
+@architectures = "spacy_mlm.EncoderListener.v1"
+width = 384
+pooling = "cls"
+upstream = "*"
+"""
+)["model"]
+
+ClassWeights = Union[str, Dict[str, float], None]
+
+
+@Language.factory(
+    "mlm_textcat",
+    assigns=["doc.cats"],
+    default_config={
+        "model": DEFAULT_CLASSIFIER_MODEL,
+        "threshold": 0.5,
+        "class_weights": None,
+        "scorer": {"@scorers": "spacy_mlm.textcat_scorer.v1"},
+    },
+    default_score_weights={
+        "cats_score": 1.0,
+        "cats_accuracy": 0.0,
+        "cats_score_desc": None,
+        "cats_micro_p": None,
+        "cats_micro_r": None,
+        "cats_micro_f": None,
+        "cats_macro_p": None,
+        "cats_macro_r": None,
+        "cats_macro_f": None,
+        "cats_macro_auc": None,
+        "cats_f_per_type": None,
+        "cats_auc_per_type": None,
+    },
+)
+def make_mlm_textcat(
+    nlp: Language, name: str, model: Model, threshold: float, class_weights: ClassWeights, scorer: Optional[Callable]
+) -> "MLMTextCategorizer":
+    """Classifier writing `doc.cats`, for single texts or pair Docs.
+
+    model: `spacy_mlm.ClassifierHead.v1` on an `EncoderListener` (default: the
+        [CLS] vector of a 384-wide encoder, exclusive classes). Multi-label:
+        set `exclusive_classes = false` on the model.
+    threshold: multi-label decision cutoff for scoring (exclusive: the argmax wins).
+    class_weights: null, "balanced" (from the training data's label counts), or
+        {label: weight}; exclusive classes weight the cross-entropy of rows by
+        their gold class, multi-label weights the positive cells of each label.
+    scorer: `spacy_mlm.textcat_scorer.v1`: spaCy's cats scores (macro F, per-label
+        P/R/F, AUC) plus `cats_accuracy`."""
+    return MLMTextCategorizer(nlp.vocab, model, name, threshold=threshold, class_weights=class_weights, scorer=scorer)
+
+
+class MLMTextCategorizer(TextCategorizer):
+    def __init__(
+        self,
+        vocab,
+        model: Model,
+        name: str = "mlm_textcat",
+        *,
+        threshold: float = 0.5,
+        class_weights: ClassWeights = None,
+        scorer: Optional[Callable] = None,
+    ):
+        exclusive = model.attrs.get("exclusive_classes")
+        if exclusive is None:
+            raise SpacyMlmError(
+                f"the '{name}' component needs a model that declares attrs['exclusive_classes'] "
+                "(use spacy_mlm.ClassifierHead.v1)"
+            )
+        if isinstance(class_weights, str) and class_weights != "balanced":
+            raise SpacyMlmError(f"class_weights must be null, \"balanced\" or a dict, got {class_weights!r}")
+        super().__init__(vocab, model, name, threshold=threshold, scorer=scorer)
+        self.cfg["exclusive_classes"] = bool(exclusive)
+        self.cfg["class_weights"] = class_weights
+
+    @property
+    def exclusive_classes(self) -> bool:
+        return bool(self.cfg["exclusive_classes"])
+
+    @property
+    def support_missing_values(self) -> bool:
+        # Multi-label cats may leave labels out (unknown); exclusive rows are complete.
+        return not self.exclusive_classes
+
+    def _validate_categories(self, examples: Iterable[Example]) -> None:
+        if self.exclusive_classes:
+            super()._validate_categories(examples)
+            return
+        for eg in examples:
+            for label, value in eg.reference.cats.items():
+                if value not in (0.0, 1.0):
+                    raise ValueError(f"cats values must be 0.0 or 1.0, got {label!r}: {value!r}")
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[Iterable[str]] = None,
+        positive_label: Optional[str] = None,
+    ) -> None:
+        """Labels come from `labels` or the examples' cats; "balanced" class
+        weights are computed here from the examples and saved with the component.
+        positive_label: for two exclusive classes, makes `cats_score` that label's F."""
+        validate_get_examples(get_examples, "MLMTextCategorizer.initialize")
+        self._validate_categories(get_examples())
+        for label in labels if labels is not None else (c for eg in get_examples() for c in eg.reference.cats):
+            self.add_label(label)
+        if len(self.labels) < (2 if self.exclusive_classes else 1):
+            raise SpacyMlmError(
+                f"'{self.name}' has labels {list(self.labels)}: exclusive classes need at least two "
+                "(the examples' doc.cats, or `labels` in [initialize.components])"
+            )
+        if positive_label is not None and (
+            not self.exclusive_classes or len(self.labels) != 2 or positive_label not in self.labels
+        ):
+            raise SpacyMlmError(
+                f"positive_label {positive_label!r} needs two exclusive classes including it; labels are "
+                f"{list(self.labels)}"
+            )
+        self.cfg["positive_label"] = positive_label
+        weights = self.cfg.get("class_weights")
+        if weights == "balanced":
+            gold = ([k for k, v in eg.reference.cats.items() if v >= 0.5] for eg in get_examples())
+            weights = balanced_class_weights(gold, self.labels, self.exclusive_classes)
+        class_weight_vector(self.labels, weights)  # validates names and values
+        self.cfg["class_weights"] = weights
+        sample = list(islice(get_examples(), 10))
+        truths, _ = self._examples_to_truth(sample)
+        self.model.initialize(X=[eg.reference for eg in sample], Y=truths)
+
+    def get_loss(self, examples: Iterable[Example], scores) -> Tuple[float, object]:
+        """Cross-entropy (exclusive) or binary cross-entropy (multi-label) and its
+        gradient with respect to the logits, which the head's output layer expects."""
+        examples = list(examples)
+        validate_examples(examples, "MLMTextCategorizer.get_loss")
+        self._validate_categories(examples)
+        truths, known = self._examples_to_truth(examples)
+        ops = self.model.ops
+        weights = class_weight_vector(self.labels, self.cfg.get("class_weights"))
+        if weights is not None:
+            weights = ops.asarray1f(weights)
+        if self.exclusive_classes:
+            return softmax_cross_entropy(scores, truths, weights)
+        return sigmoid_binary_cross_entropy(scores, truths, ops.asarray2f(known), weights)
+
+
+def cats_accuracy(
+    pairs: Iterable[Tuple[Mapping[str, float], Mapping[str, float]]],
+    labels: Sequence[str],
+    exclusive_classes: bool,
+    threshold: float = 0.5,
+) -> Optional[float]:
+    """Share of (predicted cats, gold cats) pairs classified right. Exclusive: the
+    top predicted label is the top gold label. Multi-label: every gold-annotated
+    label is on the right side of `threshold` (exact match). Pairs without gold
+    labels are left out; None if none are left."""
+    labels = list(labels)
+    right = total = 0
+    for pred, gold in pairs:
+        known = [label for label in labels if label in gold]
+        if not known:
+            continue
+        if exclusive_classes:
+            if max(gold[label] for label in known) <= 0:
+                continue
+            best_gold = max(known, key=lambda label: gold[label])
+            best_pred = max(labels, key=lambda label: pred.get(label, 0.0))
+            right += best_pred == best_gold
+        else:
+            right += all((pred.get(label, 0.0) >= threshold) == (gold[label] >= 0.5) for label in known)
+        total += 1
+    return right / total if total else None
+
+
+def textcat_score(
+    examples: Iterable[Example],
+    *,
+    labels: Sequence[str],
+    exclusive_classes: bool = True,
+    threshold: float = 0.5,
+    positive_label: Optional[str] = None,
+    **cfg,
+) -> Dict[str, object]:
+    examples = list(examples)
+    scores = Scorer.score_cats(
+        examples,
+        "cats",
+        labels=labels,
+        multi_label=not exclusive_classes,
+        threshold=threshold,
+        positive_label=positive_label,
+    )
+    scores["cats_accuracy"] = cats_accuracy(
+        ((eg.predicted.cats, eg.reference.cats) for eg in examples), labels, exclusive_classes, threshold
+    )
+    return scores
+
+
+@registry.scorers("spacy_mlm.textcat_scorer.v1")
+def make_textcat_scorer() -> Callable:
+    """spaCy's `Scorer.score_cats` (multi-label or not, as the component is) plus `cats_accuracy`."""
+    return textcat_score
+
+
+def classify_pairs(
+    nlp: Language, pairs: Iterable[Tuple[str, str]], batch_size: Optional[int] = None
+) -> List[Dict[str, float]]:
+    """doc.cats for each (premise, hypothesis) pair, run in batches."""
+    docs = (make_pair_doc(nlp, a, b) for a, b in pairs)
+    return [dict(doc.cats) for doc in nlp.pipe(docs, batch_size=batch_size)]
+
+
+def classify_pair(nlp: Language, premise: str, hypothesis: str) -> Dict[str, float]:
+    """Label probabilities for one sentence pair, e.g.
+    `classify_pair(nlp, "A man sleeps.", "A person rests.")["entailment"]`."""
+    return classify_pairs(nlp, [(premise, hypothesis)])[0]
