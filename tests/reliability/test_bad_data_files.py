@@ -1,0 +1,168 @@
+"""Bad data files: a DataFormatError naming the file and the line, from every
+reader; empty corpora and label mismatches are reported, not trained on."""
+import pytest
+import spacy
+from spacy.training import Example
+
+import spacy_mlm  # noqa: F401
+from spacy_mlm.errors import DataFormatError, SpacyMlmError
+from spacy_mlm.readers.conll import create_conll_corpus_v1, read_conll
+from spacy_mlm.readers.corpus import read_corpus
+from spacy_mlm.readers.nli import create_nli_corpus_v1, read_nli
+from spacy_mlm.readers.textcat import create_textcat_corpus_v1, read_textcat
+from spacy_mlm.readers.wic import read_wic
+
+GOOD_NLI = '{"premise": "A man plays.", "hypothesis": "Nobody plays.", "label": "contradiction"}\n'
+
+# name: (file name, content, reader, line the error must name, words the message must hold)
+CASES = {
+    "conll_one_column": ("a.conll", "EU B-ORG\nrejects\n", read_conll, 2, "a word and a tag"),
+    "conll_column_count": ("a.conll", "EU B-ORG\nrejects O extra\n", read_conll, 2, "columns"),
+    "conll_malformed_tag": ("a.conll", "EU B-ORG\n\nrejects Q-XX\n", read_conll, 3, "Malformed tag"),
+    "conll_scheme_break": (
+        "a.conll", "EU O\nrejects I-ORG\n", lambda p: read_conll(p, scheme="BIO"), 2, "breaks the BIO scheme",
+    ),
+    "conll_not_utf8": ("a.conll", b"EU B-ORG\n\xff\xfe O\n", read_conll, 2, "cannot decode"),
+    "nli_missing_field": ("a.jsonl", GOOD_NLI + '{"premise": "a", "label": "entailment"}\n', read_nli, 2, "hypothesis"),
+    "nli_invalid_json": ("a.jsonl", GOOD_NLI + "{oops\n", read_nli, 2, "invalid JSON"),
+    "nli_not_an_object": ("a.jsonl", GOOD_NLI + "[1, 2]\n", read_nli, 2, "JSON object"),
+    "nli_unknown_label": (
+        "a.jsonl", GOOD_NLI + '{"premise": "a", "hypothesis": "b", "label": "maybe"}\n', read_nli, 2, "'maybe'",
+    ),
+    "nli_text_not_string": (
+        "a.jsonl", '{"premise": 5, "hypothesis": "b", "label": "entailment"}\n', read_nli, 1, "strings",
+    ),
+    "nli_tsv_columns": (
+        "a.tsv", "sentence1\tsentence2\tgold_label\na\tb\tentailment\na\tb\n", read_nli, 3, "columns",
+    ),
+    "textcat_missing_label": ("a.jsonl", '{"text": "good", "label": "pos"}\n{"text": "a"}\n', read_textcat, 2, "label"),
+    "textcat_missing_text": ("a.jsonl", '{"label": "pos"}\n', read_textcat, 1, "text"),
+    "textcat_tsv_columns": ("a.tsv", "sentence\tlabel\ngood\t1\nabc\n", read_textcat, 3, "columns"),
+    "textcat_bad_cats": ("a.jsonl", '{"text": "a", "cats": [1]}\n', read_textcat, 1, "cats"),
+    "corpus_missing_field": ("a.jsonl", '{"text": "ok"}\n{"txt": "a"}\n', read_corpus, 2, "missing field 'text'"),
+    "corpus_text_not_string": ("a.jsonl", '{"text": 5}\n', read_corpus, 1, "must be a string"),
+    "wic_bad_index": ("a.txt", "bank\tN\t1\tThe bank.\tA bank.\n", read_wic, 1, "index column"),
+    "wic_index_out_of_range": ("a.txt", "bank\tN\t1-9\tThe bank.\tA bank.\n", read_wic, 1, "out of range"),
+    "wic_columns": ("a.txt", "bank\tN\t1-1\tThe bank.\n", read_wic, 1, "columns"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_file_names_file_and_line(tmp_path, case):
+    name, content, reader, line, words = CASES[case]
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf8"))
+    with pytest.raises(DataFormatError, match=words) as info:
+        reader(path)
+    assert info.value.path == str(path) and info.value.line == line
+    assert str(info.value).startswith(f"{path}, line {line}: ")
+
+
+@pytest.mark.parametrize("reader", [read_conll, read_nli, read_textcat, read_corpus, read_wic])
+def test_missing_file(tmp_path, reader):
+    with pytest.raises(DataFormatError) as info:
+        reader(tmp_path / "nowhere.jsonl")
+    assert str(tmp_path / "nowhere.jsonl") in str(info.value)
+
+
+def test_empty_pretraining_corpus(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(DataFormatError, match="no text") as info:
+        read_corpus(tmp_path / "empty.jsonl")
+    assert info.value.path == str(tmp_path / "empty.jsonl")
+
+
+EMPTY_CORPORA = {
+    "conll": ("train.conll", "\n-DOCSTART- -X- O O\n\n", create_conll_corpus_v1),
+    "nli": ("train.jsonl", '{"premise": "a", "hypothesis": "b", "label": "-"}\n', create_nli_corpus_v1),
+    "textcat": ("train.jsonl", "", create_textcat_corpus_v1),
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ConllCorpus/NLICorpus/TextCatCorpus yield nothing for a file without examples; the error only comes "
+    "later from the component's initialize (e.g. \"found no entity labels\") and does not name the file",
+)
+@pytest.mark.parametrize("kind", list(EMPTY_CORPORA))
+def test_empty_training_corpus_names_the_file(tmp_path, kind):
+    name, content, make_reader = EMPTY_CORPORA[kind]
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(DataFormatError) as info:
+        list(make_reader(path)(spacy.blank("en")))
+    assert info.value.path == str(path)
+
+
+def _ner(tiny_model_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
+    listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": "first"}
+    nlp.add_pipe("mlm_ner", name="ner", config={"model": {"@architectures": "spacy_mlm.TokenTagger.v1",
+                                                           "tok2vec": listener}})
+    return nlp
+
+
+def _textcat(tiny_model_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
+    nlp.add_pipe("mlm_textcat", config={"model": {"exclusive_classes": True, "hidden_width": 0,
+                                                  "tok2vec": {"width": 32, "pooling": "cls"}}})
+    return nlp
+
+
+TEXT = "Anna Berg works in Oslo."
+
+
+def test_ner_scores_unknown_gold_labels_as_misses(tiny_model_dir):
+    nlp = _ner(tiny_model_dir)
+    nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(TEXT), {"entities": [(0, 9, "PER")]})])
+    dev = [Example.from_dict(nlp.make_doc(TEXT), {"entities": [(0, 9, "PER"), (19, 23, "LOC")]})]
+    scores = nlp.evaluate(dev)
+    assert scores["ents_per_type"]["LOC"]["r"] == 0.0  # counted, never predicted
+    assert 0.0 <= scores["ents_f"] <= 1.0
+
+
+def _cats(nlp, text, cats):
+    return Example.from_dict(nlp.make_doc(text), {"cats": cats})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="mlm_textcat (spaCy's textcat scorer) ignores gold labels it does not know: a dev set whose "
+    "labels differ from training scores as if they were absent",
+)
+def test_textcat_evaluation_with_unknown_gold_label_is_an_error(tiny_model_dir):
+    nlp = _textcat(tiny_model_dir)
+    nlp.initialize(lambda: [_cats(nlp, "a wonderful film", {"POS": 1.0, "NEG": 0.0}),
+                            _cats(nlp, "a dull film", {"POS": 0.0, "NEG": 1.0})])
+    with pytest.raises(SpacyMlmError, match="MEH"):
+        nlp.evaluate([_cats(nlp, "a dull film", {"POS": 0.0, "NEG": 0.0, "MEH": 1.0})])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="mlm_textcat initialised with labels [A, B] (as from [initialize.components]) trains on data labelled "
+    "POS/NEG without complaint: every row has loss 0 and nothing is learnt",
+)
+def test_textcat_label_set_mismatch_between_config_and_data(tiny_model_dir):
+    nlp = _textcat(tiny_model_dir)
+    data = [_cats(nlp, "a wonderful film", {"POS": 1.0, "NEG": 0.0}), _cats(nlp, "a dull film", {"POS": 0.0, "NEG": 1.0})]
+    with pytest.raises(SpacyMlmError, match="POS"):
+        nlp.get_pipe("mlm_encoder").initialize(lambda: data)
+        nlp.get_pipe("mlm_textcat").initialize(lambda: data, nlp=nlp, labels=["A", "B"])
+        nlp.update(data)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="mlm_ner initialised with labels [PER] drops LOC entities of the training data silently "
+    "(those tokens are trained as if unannotated)",
+)
+def test_ner_label_set_mismatch_between_config_and_data(tiny_model_dir):
+    nlp = _ner(tiny_model_dir)
+    data = [Example.from_dict(nlp.make_doc(TEXT), {"entities": [(0, 9, "PER"), (19, 23, "LOC")]})]
+    with pytest.raises(SpacyMlmError, match="LOC"):
+        nlp.get_pipe("mlm_encoder").initialize(lambda: data)
+        nlp.get_pipe("ner").initialize(lambda: data, nlp=nlp, labels=["PER"])
+        nlp.update(data)
