@@ -152,14 +152,15 @@ def evaluate(model: PretrainingModel, batches, device: torch.device) -> Dict[str
 
 
 def make_optimizer(model: torch.nn.Module, opt_cfg, max_steps: int):
-    """AdamW without decay on biases and LayerNorm weights, warmup then linear decay."""
+    """AdamW (fused) without decay on biases and LayerNorm weights, warmup then linear decay."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": opt_cfg["weight_decay"]},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
+    # the fused kernel does the same update in one pass over the weights (foreach: ~6 passes)
     optimizer = torch.optim.AdamW(
-        groups, lr=opt_cfg["learning_rate"], betas=(opt_cfg["beta1"], opt_cfg["beta2"]), eps=opt_cfg["eps"]
+        groups, lr=opt_cfg["learning_rate"], betas=(opt_cfg["beta1"], opt_cfg["beta2"]), eps=opt_cfg["eps"], fused=True
     )
     return optimizer, get_linear_schedule_with_warmup(optimizer, opt_cfg["warmup_steps"], max_steps)
 
