@@ -76,7 +76,7 @@ def fresh(nlp, doc, with_ents=False):
 def spacy_optimizer(args, n_steps):
     from thinc.api import Adam, warmup_linear
 
-    schedule = warmup_linear(int(args.warmup * n_steps), n_steps, args.lr)
+    schedule = warmup_linear(initial_rate=args.lr, warmup_steps=int(args.warmup * n_steps), total_steps=n_steps)
     return Adam(learn_rate=schedule, L2=0.01, L2_is_weight_decay=True, grad_clip=1.0)
 
 
