@@ -14,7 +14,7 @@ from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
 from spacy.util import ensure_path
-from thinc.api import Model, Optimizer
+from thinc.api import Config, Model, Optimizer
 
 from ..encoder.backbone import load_backbone, save_backbone
 from ..encoder.listener import EncoderListener
@@ -34,13 +34,15 @@ overlap = 128
 trainable_layers = -1
 output_hidden_states = false
 max_batch_pieces = 16384
+mixed_precision = false
 """
+DEFAULT_ENCODER_CONFIG = Config().from_str(DEFAULT_ENCODER_MODEL)
 
 
 @Language.factory(
     "mlm_encoder",
     assigns=[f"doc._.{ENCODING_ATTR}"],
-    default_config={"model": {"@architectures": "spacy_mlm.HFEncoder.v1", "path": None}},
+    default_config={"model": DEFAULT_ENCODER_CONFIG["model"]},
 )
 def make_mlm_encoder(nlp: Language, name: str, model: Model) -> "MLMEncoder":
     """A transformer encoder (BERT, RoBERTa, XLM-R, DistilBERT...) shared by the
