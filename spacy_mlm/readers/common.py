@@ -6,7 +6,7 @@ row in a 60k-line file can be found without a debugger."""
 import json
 import random
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from ..errors import DataFormatError
 
@@ -68,6 +68,28 @@ def select(items: Sequence[T], limit: int = 0, shuffle: bool = False, seed: int 
     if limit and limit > 0:
         chosen = chosen[:limit]
     return chosen
+
+
+def format_skipped(skipped: Mapping[str, int]) -> str:
+    """'1 empty text, 2 unlabeled' (sorted by reason), or 'none'."""
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())) or "none"
+
+
+def require_examples(path: PathLike, n_examples: int, what: str, skipped: Optional[Mapping[str, int]] = None) -> None:
+    """Raise a DataFormatError naming `path` if it yielded no examples.
+
+    A training or dev corpus without examples is almost always a wrong path,
+    the wrong column or a file of unlabeled rows. Left alone, the first complaint
+    comes much later from a component ("found no entity labels") or not at all
+    (an empty dev set), and never says which file it was. `skipped` (reason ->
+    count) says what the file held instead."""
+    if n_examples:
+        return
+    if skipped:
+        found = f"every row was skipped ({format_skipped(skipped)})"
+    else:
+        found = "the file is empty or has only blank and header lines"
+    raise DataFormatError(path, None, f"no {what}: {found}")
 
 
 def one_hot_cats(gold: Sequence[str], labels: Sequence[str]) -> Dict[str, float]:

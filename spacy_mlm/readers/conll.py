@@ -24,7 +24,7 @@ from spacy.vocab import Vocab
 from ..errors import DataFormatError, SpacyMlmError
 from ..tagging.schemes import first_invalid_position, normalize_scheme, split_tag, tags_to_spans
 from ..util.io import atomic_write_bytes
-from .common import iter_lines
+from .common import iter_lines, require_examples
 
 DOCSTART = "-DOCSTART-"
 
@@ -156,12 +156,14 @@ def create_conll_corpus_v1(
 ) -> Callable[[Language], Iterator[Example]]:
     """A corpus reader for `spacy train` straight from a CoNLL file (no
     conversion step): examples whose predicted side is the tokenised text and
-    whose reference holds the entities. `limit` > 0 keeps the first `limit` docs."""
+    whose reference holds the entities. `limit` > 0 keeps the first `limit` docs.
+    A file without sentences is a DataFormatError naming it."""
 
     def read(nlp: Language) -> Iterator[Example]:
         if path is None:
             return
         documents = read_conll(path, tag_column=tag_column, scheme=scheme)
+        require_examples(path, len(documents), "sentences")
         for i, doc in enumerate(conll_documents_to_docs(nlp.vocab, documents, n_sents=n_sents)):
             if limit and i >= limit:
                 break

@@ -21,7 +21,10 @@ from spacy.training import Example
 from spacy.util import registry
 
 from ..errors import DataFormatError
-from .common import PathLike, find_column, iter_lines, one_hot_cats, parse_json_line, select, split_tsv
+from .common import (
+    PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, require_examples, select,
+    split_tsv,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +68,7 @@ class NLIData:
     def summary(self) -> str:
         counts = Counter(eg.label for eg in self.examples)
         parts = ", ".join(f"{label} {counts[label]}" for label in self.labels)
-        skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items())) or "none"
-        return f"{self.path}: {len(self.examples)} pairs ({parts}); skipped: {skipped}"
+        return f"{self.path}: {len(self.examples)} pairs ({parts}); skipped: {format_skipped(self.skipped)}"
 
 
 def normalize_nli_label(raw: Optional[str]) -> Optional[str]:
@@ -198,7 +200,8 @@ def read_nli(path: PathLike, label_scheme: str = "auto", encoding: str = "utf-8"
 class NLICorpus:
     """Yields one Example per labeled pair: a pair Doc (see `make_pair_doc`) with
     one-hot `cats` over the file's label set. The file is parsed once, on first
-    use; Docs are made for the `nlp` passed in."""
+    use; Docs are made for the `nlp` passed in. A file without labeled pairs is
+    a DataFormatError naming it."""
 
     def __init__(self, path: PathLike, *, label_scheme: str = "auto", limit: int = 0, shuffle: bool = False,
                  seed: int = 0, encoding: str = "utf-8"):
@@ -210,7 +213,9 @@ class NLICorpus:
     @property
     def data(self) -> NLIData:
         if self._data is None:
-            self._data = read_nli(self.path, self.label_scheme, self.encoding)
+            data = read_nli(self.path, self.label_scheme, self.encoding)
+            require_examples(self.path, len(data.examples), "labeled sentence pairs", data.skipped)
+            self._data = data
         return self._data
 
     def __call__(self, nlp: Language) -> Iterator[Example]:

@@ -29,7 +29,10 @@ from spacy.training import Example
 from spacy.util import registry
 
 from ..errors import DataFormatError
-from .common import PathLike, find_column, iter_lines, one_hot_cats, parse_json_line, select, split_tsv
+from .common import (
+    PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, require_examples, select,
+    split_tsv,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +64,7 @@ class TextCatData:
     def summary(self) -> str:
         counts = Counter(label for eg in self.examples for label in eg.labels)
         parts = ", ".join(f"{label} {counts[label]}" for label in self.labels)
-        skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items())) or "none"
-        return f"{self.path}: {len(self.examples)} texts ({parts}); skipped: {skipped}"
+        return f"{self.path}: {len(self.examples)} texts ({parts}); skipped: {format_skipped(self.skipped)}"
 
 
 def resolve_format(path: Path, format: str) -> str:
@@ -219,7 +221,8 @@ def read_textcat(
 
 class TextCatCorpus:
     """Yields one Example per labeled text, with one-hot (or multi-hot) `cats`
-    over the file's label set. The file is parsed once, on first use."""
+    over the file's label set. The file is parsed once, on first use; a file
+    without labeled texts is a DataFormatError naming it."""
 
     def __init__(self, path: PathLike, *, limit: int = 0, shuffle: bool = False, seed: int = 0, **read_options):
         self.path = Path(path)
@@ -230,7 +233,9 @@ class TextCatCorpus:
     @property
     def data(self) -> TextCatData:
         if self._data is None:
-            self._data = read_textcat(self.path, **self.read_options)
+            data = read_textcat(self.path, **self.read_options)
+            require_examples(self.path, len(data.examples), "labeled texts", data.skipped)
+            self._data = data
         return self._data
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
