@@ -176,6 +176,13 @@ class MLMTextCategorizer(TextCategorizer):
         examples = list(examples)
         validate_examples(examples, "MLMTextCategorizer.get_loss")
         self._validate_categories(examples)
+        unknown = unknown_gold_labels((eg.reference.cats for eg in examples), self.labels)
+        if unknown:
+            raise SpacyMlmError(
+                f"'{self.name}' has the labels {list(self.labels)}, but the training examples have gold labels "
+                f"{unknown} it does not know (rows would be trained as if they had no label). Leave `labels` in "
+                f"[initialize.components.{self.name}] unset to take them from the training data, or make them match"
+            )
         truths, known = self._examples_to_truth(examples)
         ops = self.model.ops
         weights = class_weight_vector(self.labels, self.cfg.get("class_weights"))
@@ -184,6 +191,15 @@ class MLMTextCategorizer(TextCategorizer):
         if self.exclusive_classes:
             return softmax_cross_entropy(scores, truths, weights)
         return sigmoid_binary_cross_entropy(scores, truths, ops.asarray2f(known), weights)
+
+
+def unknown_gold_labels(gold_cats: Iterable[Mapping[str, float]], labels: Sequence[str]) -> List[str]:
+    """Gold labels set (>= 0.5) in some `gold_cats` that are not among `labels`,
+    sorted. spaCy's textcat code reads only the cats of the component's own
+    labels, so such a row would be trained and scored as if it had no label:
+    a label-set mismatch between config and data would go unnoticed."""
+    known = set(labels)
+    return sorted({label for cats in gold_cats for label, value in cats.items() if value >= 0.5 and label not in known})
 
 
 def cats_accuracy(
@@ -224,6 +240,12 @@ def textcat_score(
     **cfg,
 ) -> Dict[str, object]:
     examples = list(examples)
+    unknown = unknown_gold_labels((eg.reference.cats for eg in examples), labels)
+    if unknown:
+        raise SpacyMlmError(
+            f"the gold cats have labels {unknown} that the classifier does not know (it has {list(labels)}); "
+            "those examples would be scored as if they had no label. Evaluate on data labelled like the training data"
+        )
     scores = Scorer.score_cats(
         examples,
         "cats",
@@ -240,7 +262,8 @@ def textcat_score(
 
 @registry.scorers("spacy_mlm.textcat_scorer.v1")
 def make_textcat_scorer() -> Callable:
-    """spaCy's `Scorer.score_cats` (multi-label or not, as the component is) plus `cats_accuracy`."""
+    """spaCy's `Scorer.score_cats` (multi-label or not, as the component is) plus
+    `cats_accuracy`; a gold label the component does not know is an error."""
     return textcat_score
 
 

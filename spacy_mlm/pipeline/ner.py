@@ -325,14 +325,25 @@ class EntityTagger(TrainablePipe):
         ]
 
     def _gold_tag_mask(self, example: Example) -> numpy.ndarray:
-        """(len(predicted), n_tags) bool: the tags each predicted token may have."""
+        """(len(predicted), n_tags) bool: the tags each predicted token may have.
+        An entity type the component does not know is an error, not dropped:
+        its tokens would otherwise be trained as outside any entity. (At
+        evaluation time unknown gold types are scored as misses.)"""
         tags = self.tag_labels
         index = {tag: i for i, tag in enumerate(tags)}
         aligned = example.get_aligned_ner()  # BILUO per predicted token; None / "-" = unknown
         n = len(aligned)
         known = numpy.array([t not in (None, "-") for t in aligned], dtype=bool)
         biluo = [t if k else "O" for t, k in zip(aligned, known)]
-        spans = [s for s in tags_to_spans(biluo) if s[2] in self.cfg["labels"]]
+        spans = tags_to_spans(biluo)
+        unknown = sorted({label for _, _, label in spans if label not in self.cfg["labels"]})
+        if unknown:
+            raise SpacyMlmError(
+                f"'{self.name}' has the entity labels {list(self.labels)}, but a training example has entities "
+                f"labelled {unknown} (in {example.reference.text[:60]!r}); training on it would teach those tokens "
+                f"as outside any entity. Leave `labels` in [initialize.components.{self.name}] unset to take them "
+                "from the training data, or add the missing ones"
+            )
         gold = spans_to_tags(n, spans, self.cfg["scheme"])
         allowed = numpy.ones((n, len(tags)), dtype=bool)
         rows = numpy.flatnonzero(known)
