@@ -53,5 +53,8 @@ setup(
         "spacy_scorers": [
             "spacy_mlm.textcat_scorer.v1 = spacy_mlm.pipeline.classifier:make_textcat_scorer",
         ],
+        "spacy_callbacks": [
+            "spacy_mlm.atomic_to_disk.v1 = spacy_mlm.util.save:make_atomic_to_disk",
+        ],
     },
 )

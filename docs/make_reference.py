@@ -1,6 +1,6 @@
 """Write docs/reference.md from the code: every pipeline factory (with its
 default config) and every registered function (architectures, readers, scorers,
-optimizers, misc) of spacy_mlm, with arguments, defaults and docstrings, so the
+optimizers, callbacks, misc) of spacy_mlm, with arguments, defaults and docstrings, so the
 reference cannot drift from what spaCy actually resolves.
 
     .venv/bin/python docs/make_reference.py
@@ -19,6 +19,7 @@ REGISTRIES = [
     ("readers", "Corpus readers", "@readers"),
     ("scorers", "Scorers", "@scorers"),
     ("optimizers", "Optimizers", "@optimizers"),
+    ("callbacks", "Training callbacks", "@callbacks"),
     ("misc", "Other registered functions", "@misc"),
 ]
 HEADER = """# Reference: factories and registered functions

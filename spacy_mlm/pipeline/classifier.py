@@ -30,6 +30,7 @@ from ..classification.losses import (
 )
 from ..encoder.pair import make_pair_doc
 from ..errors import SpacyMlmError
+from ..util.save import checked_from_disk
 
 DEFAULT_CLASSIFIER_MODEL = Config().from_str(
     """
@@ -169,6 +170,11 @@ class MLMTextCategorizer(TextCategorizer):
         sample = list(islice(get_examples(), 10))
         truths, _ = self._examples_to_truth(sample)
         self.model.initialize(X=[eg.reference for eg in sample], Y=truths)
+
+    def from_disk(self, path, *, exclude=tuple()) -> "MLMTextCategorizer":
+        """spaCy's loader, with errors that name a missing or truncated file."""
+        load = super().from_disk
+        return checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude)
 
     def get_loss(self, examples: Iterable[Example], scores) -> Tuple[float, object]:
         """Cross-entropy (exclusive) or binary cross-entropy (multi-label) and its

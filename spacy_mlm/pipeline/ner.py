@@ -30,6 +30,7 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats2d, Ragged
 
 from ..errors import NotInitializedError, SpacyMlmError
+from ..util.save import checked_from_disk
 from ..tagging import model as _token_tagger  # noqa: F401  (registers spacy_mlm.TokenTagger.v1)
 from ..tagging.pieces import SUBWORD_POOLINGS, pool_piece_scores
 from ..tagging.crf import FORBIDDEN, apply_constraints, crf_marginals, crf_nll, crf_viterbi
@@ -184,6 +185,11 @@ class EntityTagger(TrainablePipe):
         docs = [eg.predicted for _, eg in zip(range(10), get_examples())]
         self.model.set_dim("nO", len(self.tag_labels), force=True)
         self.model.initialize(X=docs)
+
+    def from_disk(self, path, *, exclude=tuple()) -> "EntityTagger":
+        """spaCy's loader, with errors that name a missing or truncated file."""
+        load = super().from_disk
+        return checked_from_disk(path, "mlm_ner", lambda: load(path, exclude=exclude), exclude)
 
     # -- prediction -------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]):
