@@ -39,8 +39,10 @@ setup(
             "spacy_mlm.ScratchEncoder.v1 = spacy_mlm.encoder.model:build_scratch_encoder_v1",
             "spacy_mlm.EncoderListener.v1 = spacy_mlm.encoder.listener:build_encoder_listener_v1",
             "spacy_mlm.TokenTagger.v1 = spacy_mlm.tagging.model:build_token_tagger_v1",
+            "spacy_mlm.TokenTagger.v2 = spacy_mlm.tagging.model:build_token_tagger_v2",
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.tagging.pieces:build_encoder_piece_listener_v1",
             "spacy_mlm.ClassifierHead.v1 = spacy_mlm.classification.model:build_classifier_head_v1",
+            "spacy_mlm.ClassifierHead.v2 = spacy_mlm.classification.model:build_classifier_head_v2",
         ],
         "spacy_readers": [
             "spacy_mlm.ConllCorpus.v1 = spacy_mlm.readers.conll:create_conll_corpus_v1",

@@ -35,10 +35,11 @@ from ..util.save import checked_from_disk
 DEFAULT_CLASSIFIER_MODEL = Config().from_str(
     """
 [model]
-@architectures = "spacy_mlm.ClassifierHead.v1"
+@architectures = "spacy_mlm.ClassifierHead.v2"
 exclusive_classes = true
 hidden_width = 0
 nO = null
+init_std = 0.02
 
 [model.tok2vec]
 @architectures = "spacy_mlm.EncoderListener.v1"
@@ -80,7 +81,7 @@ def make_mlm_textcat(
 ) -> "MLMTextCategorizer":
     """Classifier writing `doc.cats`, for single texts or pair Docs.
 
-    model: `spacy_mlm.ClassifierHead.v1` on an `EncoderListener` (default: the
+    model: `spacy_mlm.ClassifierHead.v2` on an `EncoderListener` (default: the
         [CLS] vector of a 384-wide encoder, exclusive classes). Multi-label:
         set `exclusive_classes = false` on the model.
     threshold: multi-label decision cutoff for scoring (exclusive: the argmax wins).
@@ -107,7 +108,7 @@ class MLMTextCategorizer(TextCategorizer):
         if exclusive is None:
             raise SpacyMlmError(
                 f"the '{name}' component needs a model that declares attrs['exclusive_classes'] "
-                "(use spacy_mlm.ClassifierHead.v1)"
+                "(use spacy_mlm.ClassifierHead.v2)"
             )
         if isinstance(class_weights, str) and class_weights != "balanced":
             raise SpacyMlmError(f"class_weights must be null, \"balanced\" or a dict, got {class_weights!r}")

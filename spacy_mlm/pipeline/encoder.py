@@ -58,6 +58,10 @@ class MLMEncoder(TrainablePipe):
         self.name = name
         self.listener_map: Dict[str, List[EncoderListener]] = {}
         self.cfg: Dict = {}
+        # An update whose gradient has not come back from the listeners yet, and
+        # the optimizer step asked for meanwhile (see finish_update).
+        self._awaiting_backprop = False
+        self._deferred_sgd: Optional[Optimizer] = None
 
     # -- listeners (same protocol as spaCy's Tok2Vec) --------------------------
     @property
@@ -115,7 +119,9 @@ class MLMEncoder(TrainablePipe):
         losses.setdefault(self.name, 0.0)
         if not docs:
             return losses
+        self._apply_deferred_step()
         batch, bp_batch = self.model.begin_update(docs)
+        self._awaiting_backprop = bool(self.listeners)
 
         def accumulate_gradient(_: None) -> None:
             """Listeners already added their gradient to the shared leaves."""
@@ -124,8 +130,10 @@ class MLMEncoder(TrainablePipe):
             # like tok2vec, report the squared norm of the gradient reaching the encoder
             losses[self.name] += sum(float((leaf.grad**2).sum()) for leaf in batch.leaves if leaf.grad is not None)
             bp_batch(batch)
+            self._awaiting_backprop = False
             if sgd is not None:
                 self.finish_update(sgd)
+            self._apply_deferred_step()
 
         batch_id = EncoderListener.get_batch_id(docs)
         for listener in self.listeners[:-1]:
@@ -133,6 +141,24 @@ class MLMEncoder(TrainablePipe):
         if self.listeners:
             self.listeners[-1].receive(batch_id, batch, backprop)
         return losses
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """`Language.update(sgd=...)` calls this right after the encoder's own
+        `update`, before the listening components have run and sent their
+        gradient back; stepping then would apply each batch's gradient one step
+        late (and the last one never). So while a backprop is outstanding the
+        step waits for it. (`spacy train` calls finish_update after every
+        component's update, when nothing is outstanding.)"""
+        if self._awaiting_backprop:
+            self._deferred_sgd = sgd
+            return
+        super().finish_update(sgd)
+
+    def _apply_deferred_step(self) -> None:
+        sgd, self._deferred_sgd = self._deferred_sgd, None
+        self._awaiting_backprop = False
+        if sgd is not None:
+            super().finish_update(sgd)
 
     def get_loss(self, examples, scores):
         return None, None

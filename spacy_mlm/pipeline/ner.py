@@ -31,7 +31,7 @@ from thinc.types import Floats2d, Ragged
 
 from ..errors import NotInitializedError, SpacyMlmError
 from ..util.save import checked_from_disk
-from ..tagging import model as _token_tagger  # noqa: F401  (registers spacy_mlm.TokenTagger.v1)
+from ..tagging import model as _token_tagger  # noqa: F401  (registers spacy_mlm.TokenTagger.v1 and .v2)
 from ..tagging.pieces import SUBWORD_POOLINGS, pool_piece_scores
 from ..tagging.crf import FORBIDDEN, apply_constraints, crf_marginals, crf_nll, crf_viterbi
 from ..tagging.schemes import make_tag_labels, normalize_scheme, spans_to_tags, tags_to_spans, transition_constraints
@@ -46,9 +46,10 @@ if not Doc.has_extension(TAG_PROBS_ATTR):
     assigns=["doc.ents", "token.ent_iob", "token.ent_type", f"doc._.{TAG_PROBS_ATTR}"],
     default_config={
         "model": {
-            "@architectures": "spacy_mlm.TokenTagger.v1",
+            "@architectures": "spacy_mlm.TokenTagger.v2",
             "nO": None,
             "crf": False,
+            "init_std": 0.02,
             "tok2vec": {
                 "@architectures": "spacy_mlm.EncoderListener.v1",
                 "width": 384,
@@ -79,7 +80,7 @@ def make_mlm_ner(
     """Entity recognizer tagging tokens in `scheme` ("IO", "BIO"/"IOB2" or
     "BIOES"/"BILUO") over the encoder's token vectors.
 
-    model: `spacy_mlm.TokenTagger.v1` (`crf = true` for the CRF variant) over
+    model: `spacy_mlm.TokenTagger.v2` (`crf = true` for the CRF variant) over
         `spacy_mlm.EncoderListener.v1` (one pooled vector per token: its
         `pooling` chooses first-subword or mean-of-subwords vectors) or over
         `spacy_mlm.EncoderPieceListener.v1` (every subword scored; then the two

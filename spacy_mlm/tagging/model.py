@@ -15,6 +15,8 @@ from spacy.util import registry
 from thinc.api import Linear, Model, with_array, zero_init
 from thinc.types import Floats1d, Floats2d, Ragged
 
+from ..util.init import fixed_normal_init
+
 CRFParams = Tuple[Floats1d, Floats2d, Floats1d]
 
 
@@ -22,13 +24,27 @@ CRFParams = Tuple[Floats1d, Floats2d, Floats1d]
 def build_token_tagger_v1(
     tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None, crf: bool = False
 ) -> Model[List[Doc], List[Floats2d]]:
+    """As `spacy_mlm.TokenTagger.v2` with a zero-initialised output layer (slow
+    to start fine-tuning: kept for pipelines trained with it)."""
+    return _build_token_tagger(tok2vec, nO, crf, zero_init)
+
+
+@registry.architectures("spacy_mlm.TokenTagger.v2")
+def build_token_tagger_v2(
+    tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None, crf: bool = False, init_std: float = 0.02
+) -> Model[List[Doc], List[Floats2d]]:
     """Tag scores per doc from `tok2vec`: `spacy_mlm.EncoderListener.v1` (token
     pooling; output ``(len(doc), nO)``) or `spacy_mlm.EncoderPieceListener.v1`
     (one score row per subword piece, a `Ragged` grouped by token). `nO` (the
     number of tags) is set by the component from its labels. `crf = true` adds a
     linear-chain CRF over the token scores (training by likelihood, Viterbi
-    decoding)."""
-    output = with_array(Linear(nO=nO, init_W=zero_init))
+    decoding). `init_std`: the output weights start as Normal(0, init_std), as in
+    Hugging Face's token-classification head."""
+    return _build_token_tagger(tok2vec, nO, crf, fixed_normal_init(init_std))
+
+
+def _build_token_tagger(tok2vec, nO, crf, init_W) -> Model[List[Doc], List[Floats2d]]:
+    output = with_array(Linear(nO=nO, init_W=init_W))
     crf_layer = build_crf_params(nO) if crf else None
     return Model(
         "token_tagger",

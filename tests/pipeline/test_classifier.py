@@ -247,3 +247,18 @@ def test_cats_accuracy():
              ({"a": 0.2}, {"a": 0.0})]
     assert cats_accuracy(multi, ["a", "b"], exclusive_classes=False, threshold=0.5) == pytest.approx(2 / 3)
     assert cats_accuracy([], ["a"], exclusive_classes=True) is None
+
+
+@pytest.mark.parametrize("arch,std", [("spacy_mlm.ClassifierHead.v1", 0.0), ("spacy_mlm.ClassifierHead.v2", 0.02)])
+def test_head_output_initialisation(tiny_model_dir, arch, std):
+    """v2 (the default) starts its output layer as Normal(0, 0.02) like Hugging
+    Face's heads; v1 keeps its zeros."""
+    spacy.util.fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
+    listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": "cls"}
+    nlp.add_pipe("mlm_textcat", config={"model": {"@architectures": arch, "tok2vec": listener}})
+    egs = examples(nlp, [("a good film", {"POS"}), ("a bad film", {"NEG"})], ["POS", "NEG"])
+    nlp.initialize(lambda: egs)
+    W = nlp.get_pipe("mlm_textcat").model.get_ref("output_layer").get_param("W")
+    assert abs(float(numpy.asarray(W).std()) - std) < 0.01

@@ -165,3 +165,39 @@ def test_listener_gradient_matches_plain_torch(tiny_model_dir):
     assert set(ours) == set(theirs) and len(ours) > 10
     for k in ours:
         torch.testing.assert_close(ours[k], theirs[k], atol=1e-5, rtol=1e-4)
+
+
+def _textcat_update_pair(tiny_model_dir):
+    """A pipeline and two gradient-equivalent copies of its encoder weights:
+    one stepped through `nlp.update(sgd=...)`, the other by hand."""
+    nlp = _nlp(tiny_model_dir)
+    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {**LISTENER, "pooling": "cls"}}})
+    examples = [Example.from_dict(nlp.make_doc(t), {"cats": {"POS": float(c == "POS"), "NEG": float(c == "NEG")}})
+                for t, c in CAT_DATA]
+    return nlp, examples
+
+
+@pytest.mark.parametrize("via", ["nlp.update", "spacy train"])
+def test_encoder_step_uses_this_batchs_gradient(tiny_model_dir, via):
+    """`Language.update(sgd=...)` calls each component's finish_update right after
+    its own update, i.e. before the listeners have sent the encoder its gradient.
+    The encoder must still take its step with this batch's gradient (not the
+    previous one's): after the very first update its weights have moved, and by
+    exactly what the `spacy train` order (update all, then finish_update all) gives."""
+    results = []
+    for order in ("nlp.update", "spacy train"):
+        nlp, examples = _textcat_update_pair(tiny_model_dir)
+        optimizer = nlp.initialize(lambda: examples)
+        before = {n: p.detach().clone() for n, p in get_hf_model(nlp.get_pipe("mlm_encoder").model).named_parameters()}
+        if order == "nlp.update":
+            nlp.update(examples, sgd=optimizer, drop=0.0)
+        else:
+            nlp.update(examples, sgd=False, drop=0.0)
+            for _, proc in nlp.pipeline:
+                proc.finish_update(optimizer)
+        after = dict(get_hf_model(nlp.get_pipe("mlm_encoder").model).named_parameters())
+        results.append({n: (after[n].detach() - before[n]) for n in before})
+    moved = results[0] if via == "nlp.update" else results[1]
+    assert max(float(d.abs().max()) for d in moved.values()) > 0
+    for name in results[0]:
+        assert torch.allclose(results[0][name], results[1][name], atol=1e-7), name

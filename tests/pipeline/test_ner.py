@@ -16,7 +16,7 @@ DATA = [
 ]
 
 
-def make_nlp(model_dir, crf=False, scheme="BIO", pooling="first", store_probs=False):
+def make_nlp(model_dir, crf=False, scheme="BIO", pooling="first", store_probs=False, tagger="spacy_mlm.TokenTagger.v2"):
     fix_random_seed(0)
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v1", "path": str(model_dir)}})
@@ -27,7 +27,7 @@ def make_nlp(model_dir, crf=False, scheme="BIO", pooling="first", store_probs=Fa
             "scheme": scheme,
             "store_probs": store_probs,
             "model": {
-                "@architectures": "spacy_mlm.TokenTagger.v1",
+                "@architectures": tagger,
                 "crf": crf,
                 "tok2vec": {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": pooling},
             },
@@ -154,3 +154,13 @@ def test_subword_level_tagging(tiny_model_dir, tmp_path, crf, loss, decode):
     again = spacy.load(tmp_path / "model")(text)
     assert [(e.start, e.end, e.label_) for e in again.ents] == [(e.start, e.end, e.label_) for e in doc.ents]
     numpy.testing.assert_allclose(again._.tag_probs, doc._.tag_probs, atol=1e-5)
+
+
+@pytest.mark.parametrize("tagger,std", [("spacy_mlm.TokenTagger.v1", 0.0), ("spacy_mlm.TokenTagger.v2", 0.02)])
+def test_tagger_output_initialisation(tiny_model_dir, tagger, std):
+    """v2 starts its output layer like Hugging Face's head, Normal(0, 0.02), so
+    the encoder gets a gradient from the first step; v1 keeps its zeros."""
+    nlp = make_nlp(tiny_model_dir, tagger=tagger)
+    nlp.initialize(lambda: examples(nlp))
+    W = nlp.get_pipe("ner").model.get_ref("output").layers[0].get_param("W")
+    assert abs(float(numpy.asarray(W).std()) - std) < 0.006
