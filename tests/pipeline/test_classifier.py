@@ -37,6 +37,7 @@ def toy_rows(n, seed, extra=False):
 
 
 def make_nlp(model_dir, *, pooling="cls", exclusive=True, hidden_width=0, trainable_layers=-1, **component):
+    spacy.util.fix_random_seed(0)  # the head's random initial weights: same start whatever ran before
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(model_dir), "trainable_layers": trainable_layers}})
     head = {"exclusive_classes": exclusive, "hidden_width": hidden_width, "tok2vec": {"width": 32, "pooling": pooling}}
