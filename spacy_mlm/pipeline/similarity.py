@@ -154,7 +154,7 @@ def make_mlm_vectors(
         `layer`); anything but layer=-1, n_layers=1 needs the encoder built with
         output_hidden_states = true.
     transform: a spacy_mlm.VectorTransform.v1 (steps from "center",
-        "standardize", "abtt"; [] = raw vectors). Fit it with
+        "standardize", "abtt", "whiten"; [] = raw vectors). Fit it with
         `python -m spacy_mlm fit-transform` or `component.fit_transform(docs)`.
     sense_key: which token attribute indexes the sense inventory: "lemma"
         (falls back to the lowercase form when the pipeline sets no lemmas),
@@ -190,12 +190,13 @@ class ContextualVectors(Pipe):
         return contextual_token_vectors(encoding, self.pooling, self.layer, self.n_layers)
 
     def vectors(self, doc: Doc) -> numpy.ndarray:
-        """Transformed (n_tokens, width) vectors; tokens without pieces stay zero."""
+        """Transformed (n_tokens, width) vectors; tokens without pieces stay zero.
+        The width is the transform's output width ("whiten" may drop directions)."""
         raw = self.raw_vectors(doc)
         present = numpy.any(raw != 0, axis=1)
-        out = numpy.zeros_like(raw, dtype="float32")
-        if present.any():
-            out[present] = self.transform.apply(raw[present])
+        transformed = self.transform.apply(raw[present])
+        out = numpy.zeros((raw.shape[0], transformed.shape[-1]), dtype="float32")
+        out[present] = transformed
         return out
 
     def __call__(self, doc: Doc) -> Doc:

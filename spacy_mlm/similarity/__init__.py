@@ -8,12 +8,13 @@ from .transforms import (
     RemoveTopComponents,
     Standardize,
     TransformChain,
+    Whiten,
     build_vector_transform_v1,
     make_transform_chain,
 )
 
 __all__ = [
     "accuracy_at", "cosine_rows", "tune_threshold", "SenseAssignment", "SenseInventory",
-    "MeanCenter", "RemoveTopComponents", "Standardize", "TransformChain",
+    "MeanCenter", "RemoveTopComponents", "Standardize", "TransformChain", "Whiten",
     "build_vector_transform_v1", "make_transform_chain",
 ]

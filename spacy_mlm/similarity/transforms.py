@@ -10,7 +10,9 @@ corpus, makes cosine reflect the differences that matter (Mu & Viswanath 2018,
 Every transformation here is a pure function of its fitted state: `fit(X)`
 learns from an `(n, width)` matrix, `apply(X)` maps `(n, width)` or `(width,)`
 arrays, and the state round-trips through bytes. `TransformChain` composes
-them; each step is fitted on the output of the steps before it.
+them; each step is fitted on the output of the steps before it. All of them
+are affine maps, so the transform of a mean of vectors is the mean of the
+transformed vectors (span and doc vectors stay consistent with token vectors).
 """
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Sequence, Type, Union
@@ -145,8 +147,43 @@ class RemoveTopComponents(Transform):
         return centered - (centered @ U.T) @ U
 
 
+class Whiten(Transform):
+    """PCA whitening: center, rotate onto the principal axes and scale each axis
+    to unit variance, so the fitted vectors have identity covariance. Where
+    standardize equalizes single dimensions, this also removes correlations
+    between them, so no direction dominates the dot product (Su et al. 2021,
+    "Whitening sentence representations"; Huang et al. 2021, WhiteningBERT).
+
+    Directions whose variance is below `rel_eps` times the largest are dropped
+    rather than blown up: contextual vectors are often rank-deficient (a
+    LayerNorm output lies in a hyperplane), and after `abtt` the removed
+    directions have no variance left, so "abtt+whiten" is whitening with the top
+    components removed. The output is therefore at most as wide as the input."""
+
+    kind = "whiten"
+
+    def __init__(self, rel_eps: float = 1e-5):
+        if not 0.0 < float(rel_eps) < 1.0:
+            raise SpacyMlmError(f"whiten needs 0 < rel_eps < 1, got {rel_eps}")
+        super().__init__(rel_eps=float(rel_eps))
+
+    def _fit(self, X):
+        mean = X.mean(axis=0)
+        centered = X - mean
+        eigvals, eigvecs = numpy.linalg.eigh(centered.T @ centered / X.shape[0])
+        order = numpy.argsort(eigvals)[::-1]
+        eigvals, eigvecs = eigvals[order], eigvecs[:, order]
+        keep = eigvals > self.params["rel_eps"] * max(float(eigvals[0]), 0.0)
+        if not keep.any():
+            raise SpacyMlmError("whiten: the vectors to fit on have no variance (all rows are equal)")
+        return {"mean": mean, "projection": eigvecs[:, keep] / numpy.sqrt(eigvals[keep])}
+
+    def _apply(self, X):
+        return (X - self.arrays["mean"]) @ self.arrays["projection"]
+
+
 TRANSFORM_KINDS: Dict[str, Type[Transform]] = {
-    cls.kind: cls for cls in (MeanCenter, Standardize, RemoveTopComponents)
+    cls.kind: cls for cls in (MeanCenter, Standardize, RemoveTopComponents, Whiten)
 }
 
 
@@ -215,7 +252,7 @@ class TransformChain:
 
 
 def make_transform_chain(steps: Sequence[str], n_components: int = 2) -> TransformChain:
-    """Unfitted chain from step names ("center", "standardize", "abtt")."""
+    """Unfitted chain from step names ("center", "standardize", "abtt", "whiten")."""
     built = []
     for name in steps:
         if name not in TRANSFORM_KINDS:
@@ -240,6 +277,8 @@ def parse_steps(spec: str) -> List[str]:
 @registry.misc("spacy_mlm.VectorTransform.v1")
 def build_vector_transform_v1(steps: List[str], n_components: int = 2) -> TransformChain:
     """Config entry for the `mlm_vectors` component: which steps to apply, in
-    order (an empty list = raw vectors). `n_components` is used by "abtt".
+    order (an empty list = raw vectors), from "center", "standardize", "abtt"
+    and "whiten". `n_components` is used by "abtt" ("abtt" then "whiten" =
+    whitening with the top components removed).
     The chain is fitted later (`fit-transform` CLI) and saved with the pipeline."""
     return make_transform_chain(steps, n_components=n_components)

@@ -123,6 +123,23 @@ def test_fit_transform_then_save_and_load(tiny_model_dir, tmp_path):
         other.get_pipe("mlm_vectors").from_disk(tmp_path / "pipe" / "mlm_vectors")
 
 
+def test_whiten_on_a_layer_range_then_save_and_load(tiny_model_dir, tmp_path):
+    nlp = make_vectors_pipeline(tiny_model_dir, layer=2, n_layers=2, steps=["whiten"])
+    component: ContextualVectors = nlp.get_pipe("mlm_vectors")
+    n = component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS))
+    docs = list(nlp.pipe(TEXTS))
+    fitted = numpy.concatenate([[t.vector for t in d if t.has_vector] for d in docs])
+    assert fitted.shape[0] == n
+    centered = fitted - fitted.mean(axis=0)
+    numpy.testing.assert_allclose(centered.T @ centered / n, numpy.eye(fitted.shape[1]), atol=1e-3)
+    # doc.vector is the mean of the whitened token vectors
+    numpy.testing.assert_allclose(docs[0].vector, fitted[: len(docs[0])].mean(axis=0), atol=1e-5)
+    nlp.to_disk(tmp_path / "white")
+    loaded = spacy.load(tmp_path / "white")
+    assert loaded.get_pipe("mlm_vectors").layer == 2 and loaded.get_pipe("mlm_vectors").n_layers == 2
+    numpy.testing.assert_allclose(loaded(TEXTS[0])[2].vector, docs[0][2].vector, atol=1e-5)
+
+
 def test_unfitted_transform_is_reported(tiny_model_dir):
     nlp = make_vectors_pipeline(tiny_model_dir, steps=["center"])
     with pytest.raises(SpacyMlmError, match="not fitted"):

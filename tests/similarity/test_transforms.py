@@ -9,6 +9,7 @@ from spacy_mlm.similarity.transforms import (
     RemoveTopComponents,
     Standardize,
     TransformChain,
+    Whiten,
     build_vector_transform_v1,
     make_transform_chain,
     parse_steps,
@@ -119,7 +120,7 @@ def test_unfitted_and_width_errors():
     with pytest.raises(SpacyMlmError, match="width 6"):
         step.apply(numpy.zeros((3, 5)))
     with pytest.raises(SpacyMlmError, match="unknown transform step"):
-        make_transform_chain(["whiten"])
+        make_transform_chain(["pca"])
     with pytest.raises(SpacyMlmError, match="n_components"):
         RemoveTopComponents(12).fit(anisotropic(width=12))
     with pytest.raises(SpacyMlmError, match="at least 2"):
@@ -166,5 +167,63 @@ def test_parse_steps():
     assert parse_steps("standardize+abtt") == ["standardize", "abtt"]
     assert parse_steps(" center, abtt ") == ["center", "abtt"]
     assert parse_steps("raw") == [] and parse_steps("") == []
-    with pytest.raises(SpacyMlmError, match="whiten"):
-        parse_steps("center+whiten")
+    assert parse_steps("abtt+whiten") == ["abtt", "whiten"]
+    with pytest.raises(SpacyMlmError, match="pca"):
+        parse_steps("center+pca")
+
+
+def covariance(X):
+    centered = X - X.mean(axis=0)
+    return centered.T @ centered / X.shape[0]
+
+
+def test_whiten_gives_zero_mean_identity_covariance():
+    X = anisotropic(n=500, width=12)
+    assert numpy.abs(covariance(X) - numpy.eye(12)).max() > 10.0  # far from white before
+    out = Whiten().fit(X).apply(X)
+    assert out.shape == X.shape
+    numpy.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-3)
+    numpy.testing.assert_allclose(covariance(out), numpy.eye(12), atol=1e-3)
+
+
+def test_whiten_drops_directions_without_variance():
+    # Rows in a 4-dimensional subspace of 7 dimensions: only 4 directions can be whitened.
+    rng = numpy.random.default_rng(2)
+    X = (rng.normal(size=(300, 4)) * [5.0, 2.0, 1.0, 0.3]) @ rng.normal(size=(4, 7)) + 3.0
+    out = Whiten().fit(X).apply(X)
+    assert out.shape == (300, 4) and numpy.isfinite(out).all()
+    numpy.testing.assert_allclose(covariance(out), numpy.eye(4), atol=1e-3)
+    with pytest.raises(SpacyMlmError, match="no variance"):
+        Whiten().fit(numpy.ones((5, 3)))
+    with pytest.raises(SpacyMlmError, match="rel_eps"):
+        Whiten(rel_eps=0.0)
+
+
+def test_abtt_then_whiten_is_whitening_without_the_top_components():
+    X = anisotropic(n=500, width=10)
+    chain = make_transform_chain(["abtt", "whiten"], n_components=2).fit(X)
+    out = chain.apply(X)
+    assert out.shape == (500, 8)
+    numpy.testing.assert_allclose(covariance(out), numpy.eye(8), atol=1e-3)
+    # The kept axes span the complement of the two removed principal directions.
+    removed = chain.steps[0].arrays["components"]
+    assert numpy.abs(removed @ chain.steps[1].arrays["projection"]).max() < 1e-4
+
+
+def test_whiten_is_affine_so_means_commute():
+    X = anisotropic()
+    step = Whiten().fit(X)
+    rows = anisotropic(n=5, seed=9)
+    numpy.testing.assert_allclose(step.apply(rows.mean(axis=0)), step.apply(rows).mean(axis=0), atol=1e-4)
+
+
+def test_whiten_chain_survives_bytes_and_disk(tmp_path):
+    X = anisotropic()
+    chain = make_transform_chain(["abtt", "whiten"], n_components=1).fit(X)
+    probe = anisotropic(n=7, seed=3)
+    expected = chain.apply(probe)
+    again = TransformChain.from_bytes(chain.to_bytes())
+    assert again.describe() == chain.describe() == "abtt(n_components=1)+whiten(rel_eps=1e-05)"
+    numpy.testing.assert_array_equal(again.apply(probe), expected)
+    chain.to_disk(tmp_path / "t.bin")
+    numpy.testing.assert_array_equal(TransformChain.from_disk(tmp_path / "t.bin").apply(probe), expected)
