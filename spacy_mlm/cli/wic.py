@@ -26,15 +26,22 @@ def wic_cli(
     layer: Optional[int] = typer.Option(None, help="hidden state to use (-1 = top, 0 = embeddings) [default: -1 or the saved setting]"),
     n_layers: Optional[int] = typer.Option(None, help="average this many layers ending at --layer [default: 1]"),
     pooling: Optional[str] = typer.Option(None, help="pieces -> token: mean | first | last | max [default: mean]"),
-    transform: Optional[str] = typer.Option(None, help="e.g. 'standardize+abtt', 'center', 'raw'; fitted on train sentences"),
+    transform: Optional[str] = typer.Option(
+        None, help="e.g. 'standardize', 'whiten', 'abtt+whiten', 'standardize+abtt', 'raw'; fitted on train sentences"
+    ),
     n_components: Optional[int] = typer.Option(None, help="principal components removed by abtt [default: 2]"),
+    context_weight: float = typer.Option(
+        0.0, help="mix the sentence vector into the target's: (1-w)*target + w*doc.vector (0 = target only)"
+    ),
+    threshold_per_pos: bool = typer.Option(False, help="tune one threshold per part of speech (N / V) on train"),
     fit_sentences: int = typer.Option(4000, help="train sentences to fit an unfitted transform on"),
     train_split: str = typer.Option("train", help="split the threshold is tuned on"),
     dev_split: str = typer.Option("dev", help="split accuracy is reported on"),
     batch_size: int = typer.Option(64, help="docs per encoder batch"),
 ):
-    """Cosine of the target word's contextual vectors in the two sentences;
-    the threshold is tuned on the train split, accuracy reported on dev.
+    """Cosine of the target word's contextual vectors in the two sentences
+    (optionally mixed with the sentence vectors); the threshold is tuned on the
+    train split, accuracy reported on dev.
     Prints a JSON line last."""
     import spacy_mlm  # noqa: F401  (registers the factories)
 
@@ -53,7 +60,7 @@ def wic_cli(
         if not component.transform.is_fitted:
             texts = wic_sentences(train)[:fit_sentences]
             fitted_on = component.fit_transform(docs_before(nlp, name, texts, batch_size))
-        result = evaluate_wic(nlp, train, dev, batch_size)
+        result = evaluate_wic(nlp, train, dev, batch_size, context_weight, threshold_per_pos)
     except SpacyMlmError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1)
@@ -65,12 +72,15 @@ def wic_cli(
         layer=component.layer,
         n_layers=component.n_layers,
         pooling=component.pooling,
+        context_weight=context_weight,
+        threshold_per_pos=threshold_per_pos,
         fitted_on_vectors=fitted_on,
         n_train=len(train),
         n_dev=len(dev),
     )
     typer.echo(
-        f"{component.transform.describe()} (layer {component.layer}, n_layers {component.n_layers}): "
+        f"{component.transform.describe()} (layer {component.layer}, n_layers {component.n_layers}, "
+        f"context weight {context_weight}{', threshold per PoS' if threshold_per_pos else ''}): "
         f"threshold {result['threshold']:.4f}, {train_split} acc {result['train_acc']:.4f}, "
         f"{dev_split} acc {result['dev_acc']:.4f}"
     )

@@ -1,6 +1,6 @@
 """Pure scoring for binary same-meaning decisions: row-wise cosine and the
-single threshold on it that best separates True from False pairs."""
-from typing import Sequence, Tuple
+threshold on it (one, or one per group) that best separates True from False pairs."""
+from typing import Dict, Sequence, Tuple
 
 import numpy
 
@@ -55,3 +55,33 @@ def tune_threshold(scores: Sequence[float], labels: Sequence[bool]) -> Tuple[flo
     else:
         threshold = (s[k - 1] + s[k]) / 2.0
     return float(threshold), float(correct[k] / n)
+
+
+def tune_group_thresholds(
+    scores: Sequence[float], labels: Sequence[bool], groups: Sequence[str]
+) -> Tuple[Dict[str, float], float, float]:
+    """One threshold per group (e.g. per part of speech: cosines of verbs and of
+    nouns sit at different levels, so one cut-off suits neither), each tuned
+    exactly as in `tune_threshold`, plus a fallback threshold tuned on all
+    scores for groups not seen here. Returns (thresholds by group, fallback,
+    accuracy on these scores)."""
+    scores = numpy.asarray(scores, dtype="float64")
+    labels = numpy.asarray(labels, dtype=bool)
+    groups = numpy.asarray(groups)
+    if groups.shape != scores.shape:
+        raise SpacyMlmError(f"need one group per score, got {groups.size} groups for {scores.size} scores")
+    fallback, _ = tune_threshold(scores, labels)
+    thresholds = {str(g): tune_threshold(scores[groups == g], labels[groups == g])[0] for g in numpy.unique(groups)}
+    accuracy = float((predict_by_group(scores, groups, thresholds, fallback) == labels).mean())
+    return thresholds, fallback, accuracy
+
+
+def predict_by_group(
+    scores: Sequence[float], groups: Sequence[str], thresholds: Dict[str, float], fallback: float
+) -> numpy.ndarray:
+    """True iff score >= its group's threshold (`fallback` for unknown groups)."""
+    scores = numpy.asarray(scores, dtype="float64")
+    cuts = numpy.asarray([thresholds.get(str(g), fallback) for g in groups], dtype="float64")
+    if cuts.shape != scores.shape:
+        raise SpacyMlmError(f"need one group per score, got {cuts.size} groups for {scores.size} scores")
+    return scores >= cuts

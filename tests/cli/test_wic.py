@@ -9,6 +9,8 @@ import spacy_mlm  # noqa: F401
 from spacy_mlm.cli import app
 from spacy_mlm.pipeline.similarity import make_vectors_pipeline
 from spacy_mlm.readers.wic import read_wic_split, target_span
+from spacy_mlm.errors import SpacyMlmError
+from spacy_mlm.similarity.scoring import cosine_rows
 from spacy_mlm.similarity.wic import evaluate_wic, wic_scores, wic_sentences
 
 ROWS = [
@@ -87,3 +89,31 @@ def test_wic_cli_reports_bad_input(tiny_model_dir, wic_dir, tmp_path):
     result = CliRunner().invoke(app, ["wic", str(tiny_model_dir), str(wic_dir)])
     assert result.exit_code == 1
     assert "dev.gold.txt" in result.output and "1 gold labels for 6 examples" in result.output
+
+
+def test_context_weight_mixes_the_sentence_vector(tiny_model_dir, wic_dir):
+    nlp = make_vectors_pipeline(tiny_model_dir)
+    examples = read_wic_split(wic_dir, "train")
+    e = examples[2]
+    doc1, doc2 = nlp(e.sentence1), nlp(e.sentence2)
+    a, b = target_span(doc1, e.char_span1).vector, target_span(doc2, e.char_span2).vector
+    mixed = wic_scores(nlp, examples, batch_size=4, context_weight=0.25)
+    expected = cosine_rows((0.75 * a + 0.25 * doc1.vector)[None], (0.75 * b + 0.25 * doc2.vector)[None])[0]
+    assert mixed[2] == pytest.approx(expected, abs=1e-5)
+    assert mixed[2] != pytest.approx(wic_scores(nlp, examples, batch_size=4)[2], abs=1e-4)
+    with pytest.raises(SpacyMlmError, match="context_weight"):
+        wic_scores(nlp, examples, context_weight=1.5)
+
+
+def test_wic_cli_whiten_context_weight_and_threshold_per_pos(tiny_model_dir, wic_dir):
+    result = CliRunner().invoke(
+        app,
+        ["wic", str(tiny_model_dir), str(wic_dir), "--transform", "whiten", "--layer", "1", "--n-layers", "2",
+         "--context-weight", "0.5", "--threshold-per-pos", "--batch-size", "4"],
+    )
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output.strip().splitlines()[-1])
+    assert figures["transform"] == "whiten(rel_eps=1e-05)"
+    assert figures["context_weight"] == 0.5 and figures["threshold_per_pos"] is True
+    assert set(figures["thresholds"]) == {"N", "V"}
+    assert figures["dev_acc"] == pytest.approx(figures["train_acc"])  # same data in both splits

@@ -4,7 +4,13 @@ import numpy
 import pytest
 
 from spacy_mlm.errors import SpacyMlmError
-from spacy_mlm.similarity.scoring import accuracy_at, cosine_rows, tune_threshold
+from spacy_mlm.similarity.scoring import (
+    accuracy_at,
+    cosine_rows,
+    predict_by_group,
+    tune_group_thresholds,
+    tune_threshold,
+)
 
 
 def test_cosine_rows_matches_definition_and_handles_zeros():
@@ -60,3 +66,26 @@ def test_bad_input():
         tune_threshold([], [])
     with pytest.raises(SpacyMlmError):
         tune_threshold([0.1, 0.2], [True])
+
+
+def test_group_thresholds_separate_groups_one_cut_cannot():
+    # Verbs are all True above 0.3, nouns only above 0.7: no single cut gets all 8,
+    # one cut per group does.
+    scores = [0.2, 0.4, 0.5, 0.9, 0.5, 0.6, 0.8, 0.9]
+    labels = [False, True, True, True, False, False, True, True]
+    groups = ["V", "V", "V", "V", "N", "N", "N", "N"]
+    assert tune_threshold(scores, labels)[1] < 1.0
+    thresholds, fallback, acc = tune_group_thresholds(scores, labels, groups)
+    assert acc == 1.0
+    assert thresholds == {"N": pytest.approx(0.7), "V": pytest.approx(0.3)}
+    assert fallback == pytest.approx(tune_threshold(scores, labels)[0])
+    # Unknown groups use the fallback threshold.
+    predicted = predict_by_group([0.35, 0.35, 0.35], ["V", "N", "A"], thresholds, fallback)
+    assert list(predicted) == [True, False, 0.35 >= fallback]
+
+
+def test_group_thresholds_bad_input():
+    with pytest.raises(SpacyMlmError, match="one group per score"):
+        tune_group_thresholds([0.1, 0.2], [True, False], ["N"])
+    with pytest.raises(SpacyMlmError, match="one group per score"):
+        predict_by_group([0.1, 0.2], ["N"], {"N": 0.5}, 0.5)
