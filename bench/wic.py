@@ -1,24 +1,41 @@
-"""WiC dev accuracy from contextual vectors: raw cosine vs fitted transformations
-(and layer choices), against spacy-transformers' token vectors, in one run.
+"""WiC dev accuracy from contextual vectors: raw cosine vs fitted transformations,
+for every layer setting, target-only or mixed with the sentence vector, one
+threshold or one per part of speech, against spacy-transformers' token vectors,
+in one run.
 
-Ours: `mlm_encoder` (all hidden states kept) -> the target word's vector per
-layer (mean of its pieces, as `mlm_vectors` computes it), cached once; every
-(layer choice x transformation) is then scored from the cache: transformation
-fitted on the token vectors of the fit corpus, cosine of the two target
-vectors, threshold tuned on WiC train, accuracy on dev. The configuration
-reported as "best" is picked by train accuracy among the transformed ones
-(dev is only reported), and it is re-run end to end through the real
-`mlm_vectors` component (span.vector hooks) on dev to check the cached path.
+Ours: `mlm_encoder` (all hidden states kept) -> per hidden state, the target's
+vector (mean of its pieces, as `mlm_vectors` computes it) and the sentence's
+vector (mean of its tokens, = `doc.vector`), cached once. Every setting is then
+scored from the cache:
 
-Peer: spaCy's `transformer` component (spacy-transformers) on the same model;
-a token's vector is the mean of its pieces' rows in `doc._.trf_data`, a
-target's vector the mean over its tokens; raw cosine, same threshold tuning.
+- layer setting: the mean of hidden states lo..hi, 1 <= lo <= hi <= top
+  (`mlm_vectors` layer = hi, n_layers = hi - lo + 1);
+- transformation, fitted on the token vectors of the fit corpus (default: the
+  WiC train sentences) at that layer setting;
+- context weight w: the target's vector is (1 - w) * target + w * sentence
+  (`spacy_mlm wic --context-weight`); w = 1 (the target ignored: plain
+  sentence similarity) is reported as a diagnostic and is not selectable;
+- threshold on the cosine tuned on WiC train: one, or one per PoS.
+
+Selection rule: the "best" setting is the transformed one (steps not empty)
+with the highest WiC *train* accuracy (first in grid order on ties); dev is
+only reported. The same rule restricted to w = 0 gives "best_target_only".
+The best setting is re-run end to end through the real `mlm_vectors`
+component (span.vector / doc.vector hooks) on dev to check the cached path.
+
+Peer: spaCy's `transformer` component (spacy-transformers) on the same model,
+top layer; a token's vector is the mean of its pieces' rows in
+`doc._.trf_data`, a target's vector the mean over its tokens, the sentence's
+the mean over its tokens; raw cosine, threshold tuned on train. Reported with
+w = 0 and global threshold ("spacy_trf"), and at the context weight and
+threshold mode of our best setting ("spacy_trf_at_best_setting").
 
     python bench/wic.py [--quick] [--model DIR] [--data ../shared/data/wic] [--fit-corpus FILE]
 
 Last line: one JSON object with the figures.
 """
 import argparse
+import csv
 import json
 import os
 import sys
@@ -44,26 +61,34 @@ from spacy_mlm.readers.corpus import read_corpus  # noqa: E402
 from spacy_mlm.readers.wic import read_wic_split, target_span  # noqa: E402
 from spacy_mlm.similarity.scoring import cosine_rows  # noqa: E402
 from spacy_mlm.similarity.transforms import make_transform_chain  # noqa: E402
-from spacy_mlm.similarity.wic import labels_of, threshold_evaluation, wic_scores  # noqa: E402
+from spacy_mlm.similarity.wic import labels_of, mix_context, pos_of, threshold_evaluation, wic_scores  # noqa: E402
 
+# (name, steps, n_components for abtt)
 TRANSFORMS = [
-    ("raw", [], 0),
-    ("center", ["center"], 0),
-    ("standardize", ["standardize"], 0),
+    ("raw", [], 2),
+    ("center", ["center"], 2),
+    ("standardize", ["standardize"], 2),
     ("abtt1", ["abtt"], 1),
     ("abtt2", ["abtt"], 2),
     ("abtt3", ["abtt"], 3),
-    ("abtt5", ["abtt"], 5),
-    ("standardize+abtt1", ["standardize", "abtt"], 1),
     ("standardize+abtt2", ["standardize", "abtt"], 2),
-    ("standardize+abtt3", ["standardize", "abtt"], 3),
+    ("whiten", ["whiten"], 2),
+    ("abtt1+whiten", ["abtt", "whiten"], 1),
+    ("abtt3+whiten", ["abtt", "whiten"], 3),
 ]
+CONTEXT_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 0.9)
+DIAGNOSTIC_WEIGHT = 1.0
 
 
 def layer_choices(n_states: int):
-    """(name, layer, n_layers): the top layer, each lower layer, means of the last n."""
-    choices = [("top", -1, 1)] + [(f"layer{k}", k, 1) for k in range(1, n_states - 1)]
-    choices += [(f"last{n}", -1, n) for n in (2, 3, 4) if n < n_states]
+    """(name, layer, n_layers) for the mean of every range lo..hi of hidden
+    states with 1 <= lo <= hi <= top; the top layer alone is ("top", -1, 1)."""
+    top = n_states - 1
+    choices = [("top", -1, 1)]
+    for hi in range(1, top + 1):
+        for lo in range(1, hi + 1):
+            if (lo, hi) != (top, top):
+                choices.append((f"layers{lo}-{hi}" if lo < hi else f"layer{hi}", hi, hi - lo + 1))
     return choices
 
 
@@ -74,29 +99,32 @@ def per_layer_token_vectors(doc) -> numpy.ndarray:
 
 
 def span_mean(rows: numpy.ndarray) -> numpy.ndarray:
-    """Mean over the span's tokens that have pieces (rows: (..., n_tokens, width))."""
-    present = numpy.any(rows != 0, axis=(0, 2)) if rows.ndim == 3 else numpy.any(rows != 0, axis=1)
-    return rows[..., present, :].mean(axis=-2)
+    """(n_states, width): mean over the tokens (axis 1) that have pieces."""
+    present = numpy.any(rows[-1] != 0, axis=1)
+    return rows[:, present].mean(axis=1)
 
 
-def our_target_vectors(nlp, examples, batch_size, fit_rows=None, max_fit=0):
-    """(n, n_states, width) for sentence1 and sentence2 targets. With `fit_rows`
-    (a list), also collects up to `max_fit` token vectors of these sentences
-    (tokens with pieces, each distinct sentence once) for fitting transforms."""
+def our_vectors(nlp, examples, batch_size, fit_rows=None, max_fit=0):
+    """Target and sentence vectors per hidden state, (n, n_states, width) each,
+    for sentence1 and sentence2: (target1, target2, sentence1, sentence2). With
+    `fit_rows` (a list), also collects up to `max_fit` token vectors of these
+    sentences (tokens with pieces, each distinct sentence once)."""
     texts = [e.sentence1 for e in examples] + [e.sentence2 for e in examples]
     spans = [e.char_span1 for e in examples] + [e.char_span2 for e in examples]
-    out, seen, n_fit = [], set(), 0
+    targets, sentences, seen, n_fit = [], [], set(), 0
     for doc, chars in zip(docs_before(nlp, "mlm_vectors", texts, batch_size), spans):
         stack = per_layer_token_vectors(doc)
         span = target_span(doc, chars)
-        out.append(span_mean(stack[:, span.start : span.end]))
+        targets.append(span_mean(stack[:, span.start : span.end]))
+        sentences.append(span_mean(stack))
         if fit_rows is not None and n_fit < max_fit and doc.text not in seen:
             seen.add(doc.text)
             rows = stack[:, numpy.any(stack[-1] != 0, axis=1)][:, : max_fit - n_fit]
             fit_rows.append(rows)
             n_fit += rows.shape[1]
-    out = numpy.asarray(out, dtype="float32")
-    return out[: len(examples)], out[len(examples) :]
+    n = len(examples)
+    targets, sentences = numpy.asarray(targets, "float32"), numpy.asarray(sentences, "float32")
+    return targets[:n], targets[n:], sentences[:n], sentences[n:]
 
 
 def our_corpus_vectors(nlp, texts, batch_size, max_vectors):
@@ -104,9 +132,8 @@ def our_corpus_vectors(nlp, texts, batch_size, max_vectors):
     chunks, total = [], 0
     for doc in docs_before(nlp, "mlm_vectors", texts, batch_size):
         stack = per_layer_token_vectors(doc)
-        stack = stack[:, numpy.any(stack[-1] != 0, axis=1)]
-        chunks.append(stack)
-        total += stack.shape[1]
+        chunks.append(stack[:, numpy.any(stack[-1] != 0, axis=1)])
+        total += chunks[-1].shape[1]
         if total >= max_vectors:
             break
     return numpy.concatenate(chunks, axis=1)[:, :max_vectors]
@@ -117,21 +144,34 @@ def pool_layers(X: numpy.ndarray, layer: int, n_layers: int, axis: int) -> numpy
     return numpy.take(X, idx, axis=axis).mean(axis=axis)
 
 
-def peer_scores(model_path, examples, batch_size):
+def peer_vectors(model_path, examples, batch_size):
+    """spacy-transformers top layer: (target1, target2, sentence1, sentence2), (n, width) each."""
     nlp = spacy.blank("en")
     nlp.add_pipe("transformer", config={"model": {"name": str(model_path)}})
     nlp.initialize()
     texts = [e.sentence1 for e in examples] + [e.sentence2 for e in examples]
     spans = [e.char_span1 for e in examples] + [e.char_span2 for e in examples]
-    vectors = []
+    targets, sentences = [], []
     for doc, chars in zip(nlp.pipe(texts, batch_size=batch_size), spans):
         trf = doc._.trf_data
         rows = trf.tensors[0].reshape(-1, trf.tensors[0].shape[-1])
+        token_vecs = {i: rows[trf.align[i].dataXd.ravel()].mean(axis=0) for i in range(len(doc)) if trf.align.lengths[i]}
         span = target_span(doc, chars)
-        token_vecs = [rows[trf.align[i].dataXd.ravel()].mean(axis=0) for i in range(span.start, span.end) if trf.align.lengths[i]]
-        vectors.append(numpy.mean(token_vecs, axis=0))
+        targets.append(numpy.mean([token_vecs[i] for i in range(span.start, span.end) if i in token_vecs], axis=0))
+        sentences.append(numpy.mean(list(token_vecs.values()), axis=0))
     n = len(examples)
-    return cosine_rows(numpy.asarray(vectors[:n]), numpy.asarray(vectors[n:]))
+    targets, sentences = numpy.asarray(targets), numpy.asarray(sentences)
+    return targets[:n], targets[n:], sentences[:n], sentences[n:]
+
+
+def evaluate(train_vecs, dev_vecs, weight, per_pos, y_train, y_dev, pos_train, pos_dev):
+    """Threshold(s) on train, accuracy on dev, for (t1, t2, s1, s2) vector tuples."""
+    def scores(vecs):
+        t1, t2, s1, s2 = vecs
+        return cosine_rows(mix_context(t1, s1, weight), mix_context(t2, s2, weight))
+
+    groups = (pos_train, pos_dev) if per_pos else (None, None)
+    return threshold_evaluation(scores(train_vecs), y_train, scores(dev_vecs), y_dev, *groups)
 
 
 def main(argv=None):
@@ -148,6 +188,7 @@ def main(argv=None):
     parser.add_argument("--cache", default=None,
                         help="npz file: load the encoded vectors from it when it exists, else save them there "
                              "(it must come from the same model, data, limits and fit corpus)")
+    parser.add_argument("--results", default=None, help="write every setting's train/dev accuracy to this TSV file")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: on a shared 2-core machine more threads oversubscribe and run far slower)")
     parser.add_argument("--quick", action="store_true", help="300 train / 200 dev examples, 3000 fit vectors")
@@ -161,83 +202,135 @@ def main(argv=None):
     train = train[: args.train_limit] if args.train_limit else train
     dev = dev[: args.dev_limit] if args.dev_limit else dev
     y_train, y_dev = labels_of(train), labels_of(dev)
+    pos_train, pos_dev = pos_of(train), pos_of(dev)
     print(f"WiC train {len(train)}, dev {len(dev)}; model {args.model}", flush=True)
 
     fit_name = args.fit_corpus or "wic train sentences"
+    keys = ("T1_tr", "T2_tr", "S1_tr", "S2_tr", "T1_dev", "T2_dev", "S1_dev", "S2_dev")
     if args.cache and Path(args.cache).is_file():
         cached = numpy.load(args.cache)
-        A_tr, B_tr, A_dev, B_dev, corpus = (cached[k] for k in ("A_tr", "B_tr", "A_dev", "B_dev", "corpus"))
+        arrays = {k: cached[k] for k in keys}
+        corpus = cached["corpus"]
     else:
         nlp = make_vectors_pipeline(args.model, all_layers=True)
         fit_rows = []
-        A_tr, B_tr = our_target_vectors(nlp, train, args.batch_size, None if args.fit_corpus else fit_rows, args.fit_vectors)
-        A_dev, B_dev = our_target_vectors(nlp, dev, args.batch_size)
+        tr = our_vectors(nlp, train, args.batch_size, None if args.fit_corpus else fit_rows, args.fit_vectors)
+        dv = our_vectors(nlp, dev, args.batch_size)
+        arrays = dict(zip(keys, tr + dv))
         if args.fit_corpus:
             fit_texts = (seg for document in read_corpus(args.fit_corpus) for seg in document)
             corpus = our_corpus_vectors(nlp, fit_texts, args.batch_size, args.fit_vectors)
         else:
             corpus = numpy.concatenate(fit_rows, axis=1)
         if args.cache:
-            numpy.savez(args.cache, A_tr=A_tr, B_tr=B_tr, A_dev=A_dev, B_dev=B_dev, corpus=corpus)
-    print(f"fit corpus: {corpus.shape[1]} token vectors from {fit_name}", flush=True)
+            numpy.savez(args.cache, corpus=corpus, **arrays)
     ours_seconds = time.time() - start
-    print(f"ours: encoded all targets ({ours_seconds:.0f}s)", flush=True)
+    print(f"fit corpus: {corpus.shape[1]} token vectors from {fit_name}; encoded all sentences ({ours_seconds:.0f}s)", flush=True)
 
     results = []
+    weights = CONTEXT_WEIGHTS + (DIAGNOSTIC_WEIGHT,)
     for lname, layer, n_layers in layer_choices(corpus.shape[0]):
         fit_X = pool_layers(corpus, layer, n_layers, axis=0)
-        a_tr, b_tr = pool_layers(A_tr, layer, n_layers, 1), pool_layers(B_tr, layer, n_layers, 1)
-        a_dev, b_dev = pool_layers(A_dev, layer, n_layers, 1), pool_layers(B_dev, layer, n_layers, 1)
+        pooled = {k: pool_layers(v, layer, n_layers, axis=1) for k, v in arrays.items()}
         for tname, steps, n_components in TRANSFORMS:
-            chain = make_transform_chain(steps, n_components=n_components or 2).fit(fit_X)
-            res = threshold_evaluation(
-                cosine_rows(chain.apply(a_tr), chain.apply(b_tr)), y_train,
-                cosine_rows(chain.apply(a_dev), chain.apply(b_dev)), y_dev,
-            )
-            res.update(layer_name=lname, layer=layer, n_layers=n_layers, transform=tname, steps=steps,
-                       n_components=n_components, chain=chain)
-            results.append(res)
-            print(f"  {lname:>8} {tname:<20} train {res['train_acc']:.4f}  dev {res['dev_acc']:.4f}", flush=True)
+            chain = make_transform_chain(steps, n_components=n_components).fit(fit_X)
+            out = {k: chain.apply(v) for k, v in pooled.items()}
+            train_vecs, dev_vecs = [out[k] for k in keys[:4]], [out[k] for k in keys[4:]]
+            for weight in weights:
+                for per_pos in (False, True):
+                    res = evaluate(train_vecs, dev_vecs, weight, per_pos, y_train, y_dev, pos_train, pos_dev)
+                    res.update(layer_name=lname, layer=layer, n_layers=n_layers, transform=tname, steps=steps,
+                               n_components=n_components, context_weight=weight, per_pos=per_pos, chain=chain)
+                    results.append(res)
+        print(f"  {lname:>10}: {len(TRANSFORMS)} transforms x {len(weights)} context weights x 2 threshold modes "
+              f"({time.time() - start:.0f}s)", flush=True)
 
-    raw = next(r for r in results if r["layer_name"] == "top" and r["transform"] == "raw")
-    transformed = [r for r in results if r["steps"]]
-    best = max(transformed, key=lambda r: r["train_acc"])
-    raw_same_layer = next(r for r in results if r["layer_name"] == best["layer_name"] and r["transform"] == "raw")
-    top_transformed = [r for r in transformed if r["layer_name"] == "top"]
-    best_top = max(top_transformed, key=lambda r: r["train_acc"])
+    def pick(rows):
+        """Highest train accuracy; the first in grid order on ties."""
+        return max(rows, key=lambda r: r["train_acc"])
+
+    def setting(r):
+        pos = "per-PoS thresholds" if r["per_pos"] else "one threshold"
+        return f"{r['layer_name']}, {r['transform']}, context weight {r['context_weight']}, {pos}"
+
+    selectable = [r for r in results if r["context_weight"] != DIAGNOSTIC_WEIGHT]
+    transformed = [r for r in selectable if r["steps"]]
+    default = next(r for r in results if r["layer_name"] == "top" and r["transform"] == "raw"
+                   and r["context_weight"] == 0.0 and not r["per_pos"])
+    best = pick(transformed)
+    raw_at_best = next(r for r in results if r["transform"] == "raw"
+                       and all(r[k] == best[k] for k in ("layer_name", "context_weight", "per_pos")))
+    best_raw = pick([r for r in selectable if not r["steps"]])
+    best_target_only = pick([r for r in transformed if r["context_weight"] == 0.0])
+    raw_target_only = pick([r for r in selectable if not r["steps"] and r["context_weight"] == 0.0])
+    sentence_only = pick([r for r in results if r["context_weight"] == DIAGNOSTIC_WEIGHT])
+
+    print("\nBest setting by train accuracy, per transformation and context weight (one threshold | per-PoS):")
+    print(f"  {'transform':<18}" + "".join(f"  w={w:<21}" for w in weights))
+    for tname, _, _ in TRANSFORMS:
+        cells = []
+        for weight in weights:
+            picks = [pick([r for r in results if r["transform"] == tname and r["context_weight"] == weight
+                           and r["per_pos"] == pp]) for pp in (False, True)]
+            cells.append(" | ".join(f"{p['train_acc']:.3f}/{p['dev_acc']:.3f}" for p in picks))
+        print(f"  {tname:<18}" + "".join(f"  {c:<23}" for c in cells))
+    print("  (cells: train/dev accuracy of the layer setting with the best train accuracy; "
+          f"w={DIAGNOSTIC_WEIGHT} ignores the target and is not selectable)")
+    print(f"\nselection rule: among {len(transformed)} transformed settings (w < 1), the highest WiC train accuracy")
+    print(f"selected: {setting(best)}: train {best['train_acc']:.4f}, dev {best['dev_acc']:.4f}")
+    print(f"raw cosine at that setting: train {raw_at_best['train_acc']:.4f}, dev {raw_at_best['dev_acc']:.4f}")
+    print(f"raw cosine, default setting (top layer, target only): dev {default['dev_acc']:.4f}")
+    print(f"best target-only (w = 0) transformed: {setting(best_target_only)}: dev {best_target_only['dev_acc']:.4f}")
+    print(f"diagnostic, sentence only (w = 1): {setting(sentence_only)}: dev {sentence_only['dev_acc']:.4f}")
+    if args.results:
+        with open(args.results, "w", newline="", encoding="utf8") as f:
+            writer = csv.writer(f, delimiter="\t")
+            writer.writerow(["layers", "transform", "context_weight", "per_pos", "train_acc", "dev_acc"])
+            for r in results:
+                writer.writerow([r["layer_name"], r["transform"], r["context_weight"], int(r["per_pos"]),
+                                 f"{r['train_acc']:.4f}", f"{r['dev_acc']:.4f}"])
 
     # End-to-end check of the chosen setting through the real component on dev.
-    check = make_vectors_pipeline(
-        args.model, layer=best["layer"], n_layers=best["n_layers"], steps=best["steps"],
-        n_components=best["n_components"] or 2,
-    )
+    check = make_vectors_pipeline(args.model, layer=best["layer"], n_layers=best["n_layers"], steps=best["steps"],
+                                  n_components=best["n_components"])
     check.get_pipe("mlm_vectors").transform = best["chain"]
-    component_dev = wic_scores(check, dev, args.batch_size)
-    cached_dev = cosine_rows(best["chain"].apply(pool_layers(A_dev, best["layer"], best["n_layers"], 1)),
-                             best["chain"].apply(pool_layers(B_dev, best["layer"], best["n_layers"], 1)))
+    component_dev = wic_scores(check, dev, args.batch_size, best["context_weight"])
+    pooled_dev = [best["chain"].apply(pool_layers(arrays[k], best["layer"], best["n_layers"], 1)) for k in keys[4:]]
+    cached_dev = cosine_rows(mix_context(pooled_dev[0], pooled_dev[2], best["context_weight"]),
+                             mix_context(pooled_dev[1], pooled_dev[3], best["context_weight"]))
     max_diff = float(numpy.abs(component_dev - cached_dev).max())
-    component_acc = float(((component_dev >= best["threshold"]) == y_dev).mean())
-    print(f"component check on dev: max |cos diff| {max_diff:.2e}, accuracy {component_acc:.4f}", flush=True)
+    print(f"component check on dev: max |cos diff| {max_diff:.2e}", flush=True)
 
     peer_start = time.time()
-    peer = threshold_evaluation(peer_scores(args.model, train, args.batch_size), y_train,
-                                peer_scores(args.model, dev, args.batch_size), y_dev)
+    peer_train, peer_dev = peer_vectors(args.model, train, args.batch_size), peer_vectors(args.model, dev, args.batch_size)
+    peer = evaluate(peer_train, peer_dev, 0.0, False, y_train, y_dev, pos_train, pos_dev)
+    peer_best = evaluate(peer_train, peer_dev, best["context_weight"], best["per_pos"], y_train, y_dev, pos_train, pos_dev)
     peer_seconds = time.time() - peer_start
-    print(f"spacy-transformers raw cosine: train {peer['train_acc']:.4f} dev {peer['dev_acc']:.4f} ({peer_seconds:.0f}s)")
+    print(f"spacy-transformers raw cosine (top layer, target only): train {peer['train_acc']:.4f} dev {peer['dev_acc']:.4f}; "
+          f"at context weight {best['context_weight']}{' per-PoS' if best['per_pos'] else ''}: "
+          f"train {peer_best['train_acc']:.4f} dev {peer_best['dev_acc']:.4f} ({peer_seconds:.0f}s)")
 
     figures = {
-        "raw": round(raw["dev_acc"], 4),
+        "raw": round(default["dev_acc"], 4),
         "best": round(best["dev_acc"], 4),
         "best_transform": best["transform"],
-        "best_layer": best["layer_name"],
-        "raw_at_best_layer": round(raw_same_layer["dev_acc"], 4),
-        "best_top_layer_transform": best_top["transform"],
-        "best_top_layer": round(best_top["dev_acc"], 4),
-        "max_dev_any_setting": round(max(r["dev_acc"] for r in results), 4),
+        "best_layers": best["layer_name"],
+        "best_context_weight": best["context_weight"],
+        "best_per_pos_threshold": best["per_pos"],
+        "best_train": round(best["train_acc"], 4),
+        "raw_at_best_setting": round(raw_at_best["dev_acc"], 4),
+        "best_raw_setting": round(best_raw["dev_acc"], 4),
+        "best_target_only": round(best_target_only["dev_acc"], 4),
+        "best_target_only_setting": setting(best_target_only),
+        "raw_target_only": round(raw_target_only["dev_acc"], 4),
+        "sentence_only_diagnostic": round(sentence_only["dev_acc"], 4),
+        "max_dev_any_setting": round(max(r["dev_acc"] for r in selectable), 4),
         "spacy_trf": round(peer["dev_acc"], 4),
+        "spacy_trf_at_best_setting": round(peer_best["dev_acc"], 4),
         "component_check_max_diff": max_diff,
-        "component_check_dev": round(component_acc, 4),
-        "selection": "best transformed setting by train accuracy (threshold tuned on train)",
+        "selection": "transformed setting (layers x transform x context weight < 1 x threshold mode) "
+                     "with the highest WiC train accuracy; dev only evaluated",
+        "n_settings": len(transformed),
         "fit_on": fit_name,
         "fit_vectors": int(corpus.shape[1]),
         "n_train": len(train),
