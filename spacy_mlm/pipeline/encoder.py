@@ -130,9 +130,8 @@ class MLMEncoder(TrainablePipe):
             # like tok2vec, report the squared norm of the gradient reaching the encoder
             losses[self.name] += sum(float((leaf.grad**2).sum()) for leaf in batch.leaves if leaf.grad is not None)
             bp_batch(batch)
-            self._awaiting_backprop = False
             if sgd is not None:
-                self.finish_update(sgd)
+                self._deferred_sgd = sgd
             self._apply_deferred_step()
 
         batch_id = EncoderListener.get_batch_id(docs)
