@@ -90,18 +90,12 @@ def accuracy(predicted, gold) -> float:
     return float(numpy.mean([p == g for p, g in zip(predicted, gold)]))
 
 
-# -- (a) ours -----------------------------------------------------------------------
-def run_ours(train_rows, test_rows, labels, args):
-    nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": args.max_length}})
-    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"width": args.width, "pooling": args.pooling}}})
-
-    def make_doc(a, b):
-        return nlp.make_doc(a) if b is None else spacy_mlm.make_pair_doc(nlp, a, b)
+def train_and_score_spacy(nlp, make_doc, train_rows, test_rows, labels, args):
+    """The one training loop of the two spaCy systems: `make_doc(a, b)` is how each
+    turns a row (b is None for single texts) into a Doc."""
 
     def example(row):
-        doc = make_doc(row[0], row[1])
-        return Example.from_dict(doc, {"cats": {label: float(label == row[2]) for label in labels}})
+        return Example.from_dict(make_doc(row[0], row[1]), {"cats": {label: float(label == row[2]) for label in labels}})
 
     nlp.initialize(lambda: [example(r) for r in train_rows[:20]])
     optimizer = thinc_optimizer(n_steps(train_rows, args), args)
@@ -114,6 +108,18 @@ def run_ours(train_rows, test_rows, labels, args):
     docs = nlp.pipe((make_doc(a, b) for a, b, _ in test_rows), batch_size=64)
     predicted = [max(doc.cats, key=doc.cats.get) for doc in docs]
     return accuracy(predicted, [r[2] for r in test_rows]), train_time, time.time() - start
+
+
+# -- (a) ours -----------------------------------------------------------------------
+def run_ours(train_rows, test_rows, labels, args):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": args.max_length}})
+    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"width": args.width, "pooling": args.pooling}}})
+
+    def make_doc(a, b):
+        return nlp.make_doc(a) if b is None else spacy_mlm.make_pair_doc(nlp, a, b)
+
+    return train_and_score_spacy(nlp, make_doc, train_rows, test_rows, labels, args)
 
 
 # -- (b) Hugging Face ---------------------------------------------------------------
@@ -178,23 +184,10 @@ def run_spacy_trf(train_rows, test_rows, labels, args):
                     "pooling": {"@layers": "reduce_mean.v1"}, "upstream": "*"},
     }})
 
-    def text(row):
-        return row[0] if row[1] is None else f"{row[0]} {row[1]}"
+    def joined_doc(a, b):
+        return nlp.make_doc(a if b is None else f"{a} {b}")
 
-    def example(row):
-        return Example.from_dict(nlp.make_doc(text(row)), {"cats": {label: float(label == row[2]) for label in labels}})
-
-    nlp.initialize(lambda: [example(r) for r in train_rows[:20]])
-    optimizer = thinc_optimizer(n_steps(train_rows, args), args)
-    start = time.time()
-    for batch in batches(train_rows, args.batch_size, args.epochs, args.seed):
-        nlp.update([example(r) for r in batch], sgd=optimizer, drop=0.1)
-        optimizer.step_schedules()
-    train_time = time.time() - start
-    start = time.time()
-    docs = nlp.pipe((text(r) for r in test_rows), batch_size=64)
-    predicted = [max(doc.cats, key=doc.cats.get) for doc in docs]
-    return accuracy(predicted, [r[2] for r in test_rows]), train_time, time.time() - start
+    return train_and_score_spacy(nlp, joined_doc, train_rows, test_rows, labels, args)
 
 
 SYSTEMS = {"ours": run_ours, "hf": run_hf, "spacy_trf": run_spacy_trf}

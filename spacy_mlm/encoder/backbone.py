@@ -79,6 +79,41 @@ def load_backbone(path: PathLike, output_hidden_states: bool = False) -> Tuple[P
     return model, tokenizer
 
 
+# RoBERTa-style models offset positions by the padding index.
+ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
+
+
+def scratch_config(
+    architecture: str,
+    tokenizer,
+    *,
+    hidden_width: int,
+    depth: int,
+    n_heads: int,
+    intermediate_width: int,
+    max_positions: int,
+    dropout: float,
+    **extra,
+):
+    """The HF config of a from-scratch encoder that takes `max_positions` pieces
+    (specials included) with `tokenizer`'s vocabulary; `extra` goes to the config."""
+    offset = 2 if architecture in ROBERTA_LIKE else 0
+    return AutoConfig.for_model(
+        architecture,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_width,
+        num_hidden_layers=depth,
+        num_attention_heads=n_heads,
+        intermediate_size=intermediate_width,
+        max_position_embeddings=max_positions + offset,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        pad_token_id=tokenizer.pad_token_id,
+        type_vocab_size=2,
+        **extra,
+    )
+
+
 def build_scratch_backbone(
     tokenizer_path: PathLike,
     architecture: str,
@@ -92,20 +127,9 @@ def build_scratch_backbone(
 ) -> Tuple[PreTrainedModel, object]:
     """A randomly initialised encoder sized for the given tokenizer."""
     tokenizer = load_tokenizer(tokenizer_path)
-    # RoBERTa-style models offset positions by the padding index.
-    offset = 2 if architecture in ("roberta", "xlm-roberta", "camembert") else 0
-    config = AutoConfig.for_model(
-        architecture,
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_width,
-        num_hidden_layers=depth,
-        num_attention_heads=n_heads,
-        intermediate_size=intermediate_width,
-        max_position_embeddings=max_positions + offset,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-        pad_token_id=tokenizer.pad_token_id,
-        type_vocab_size=2,
+    config = scratch_config(
+        architecture, tokenizer, hidden_width=hidden_width, depth=depth, n_heads=n_heads,
+        intermediate_width=intermediate_width, max_positions=max_positions, dropout=dropout,
         output_hidden_states=output_hidden_states,
     )
     return AutoModel.from_config(config), tokenizer
@@ -125,7 +149,7 @@ def max_positions(model: PreTrainedModel, tokenizer) -> int:
     """Longest input the model can take, special tokens included."""
     config = model.config
     limit = getattr(config, "max_position_embeddings", None) or 512
-    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+    if getattr(config, "model_type", "") in ROBERTA_LIKE:
         limit -= config.pad_token_id + 1
     tok_limit = getattr(tokenizer, "model_max_length", None)
     if tok_limit and tok_limit < 1_000_000:

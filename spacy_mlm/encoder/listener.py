@@ -84,11 +84,7 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         outputs = [torch2xp(p.detach()) for p in pooled]
 
         def backprop(d_outputs: List[Floats2d]) -> List[Doc]:
-            grads = [xp2torch(d) for d in d_outputs]
-            used = [(p, g) for p, g in zip(pooled, grads) if p.requires_grad]
-            if used:
-                torch.autograd.backward([p for p, _ in used], [g.to(p.dtype) for p, g in used])
-            model._backprop(None)
+            backprop_to_encoder(model, pooled, [xp2torch(d) for d in d_outputs])
             return []
 
         return outputs, backprop
@@ -107,6 +103,16 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         cls = torch.from_numpy(np.ascontiguousarray(encoding.cls))
         outputs.append(ops.asarray2f(_pool_doc(hidden, cls, doc, encoding.alignment, pooling).numpy()))
     return outputs, lambda d_outputs: []
+
+
+def backprop_to_encoder(model: Model, outputs: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> None:
+    """Push a listener's output gradients into the encoder's graph in one backward
+    call (outputs of a frozen encoder have no graph), then tell the encoder that
+    its listener is done so that it may step."""
+    used = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad]
+    if used:
+        torch.autograd.backward([o for o, _ in used], [g.to(o.dtype) for o, g in used])
+    model._backprop(None)
 
 
 def _check_width(model: EncoderListener, width: int) -> None:

@@ -15,14 +15,13 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel
 
-from ..encoder.backbone import WEIGHT_FILES, _check_model_dir, check_vocab, load_tokenizer
+from ..encoder.backbone import ROBERTA_LIKE, WEIGHT_FILES, _check_model_dir, check_vocab, load_tokenizer, scratch_config
 from ..errors import ModelLoadError
 from ..util.io import atomic_directory
 from .objectives import find_mlm_head
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 
 
 def load_mlm_model(path: PathLike) -> Tuple[PreTrainedModel, object, bool]:
@@ -80,22 +79,10 @@ def build_scratch_mlm_model(
     dropout: float = 0.1,
 ) -> PreTrainedModel:
     """A randomly initialised `*ForMaskedLM` sized for `tokenizer` (decoder tied)."""
-    offset = 2 if architecture in ROBERTA_LIKE else 0
-    config = AutoConfig.for_model(
-        architecture,
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        intermediate_size=intermediate_size,
-        max_position_embeddings=max_length + offset,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        type_vocab_size=2,
-        tie_word_embeddings=True,
+    config = scratch_config(
+        architecture, tokenizer, hidden_width=hidden_size, depth=num_layers, n_heads=num_heads,
+        intermediate_width=intermediate_size, max_positions=max_length, dropout=dropout,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, tie_word_embeddings=True,
     )
     return AutoModelForMaskedLM.from_config(config)
 

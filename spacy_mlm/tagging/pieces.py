@@ -24,7 +24,7 @@ from spacy.util import registry
 from thinc.api import Model, get_current_ops, torch2xp, xp2torch
 from thinc.types import Ragged
 
-from ..encoder.listener import EncoderListener, _check_width
+from ..encoder.listener import EncoderListener, _check_width, backprop_to_encoder
 from ..encoder.output import ENCODING_ATTR
 
 SUBWORD_POOLINGS = ("first", "mean")
@@ -62,10 +62,7 @@ def piece_listener_forward(model: EncoderPieceListener, docs: List[Doc], is_trai
         ]
 
         def backprop(d_outputs: List[Ragged]) -> List[Doc]:
-            used = [(r, xp2torch(d.data)) for r, d in zip(rows, d_outputs) if r.requires_grad]
-            if used:
-                torch.autograd.backward([r for r, _ in used], [g.to(r.dtype) for r, g in used])
-            model._backprop(None)
+            backprop_to_encoder(model, rows, [xp2torch(d.data) for d in d_outputs])
             return []
 
         return outputs, backprop
