@@ -1,6 +1,6 @@
 """Every shipped config validates: spaCy training configs through `spacy debug
-config` (every object in the tree built, [initialize] and [training] checked)
-after `spacy init fill-config`'s auto-fill (the config `spacy train` runs), and
+config` (every object in the tree built, [initialize] and [training] checked),
+both as shipped and after `spacy init fill-config`'s auto-fill, and
 an `nlp` built from them; the pretraining config through its own loader. The
 encoder path points at the tiny test model, so nothing large is loaded."""
 from pathlib import Path
@@ -56,6 +56,8 @@ def test_config_validates(path, overrides, capsys, tmp_path):
         config = load_pretraining_config(path, used)
         assert config["pretraining"]["source"] == str(overrides["paths.source"])
         return
+    debug_config(path, overrides=used)  # as shipped: complete, no fill-config needed
+    assert "Config is valid" in capsys.readouterr().out
     config = spacy.util.load_config(path, overrides=used)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
     filled = tmp_path / path.name
