@@ -98,6 +98,7 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: 
         model, tokenizer, _ = load_mlm_model(checkpoint / "model")
         return model, tokenizer, False
     if cfg["source"]:
+        torch.manual_seed(cfg["seed"])  # a missing MLM head is initialised from torch's generator
         return load_mlm_model(cfg["source"])
     scratch = cfg["scratch"]
     tokenizer_dir = output_dir / "tokenizer"

@@ -71,6 +71,21 @@ def test_accumulation_gives_the_same_steps(tmp_path, corpus_file, still_model_di
     np.testing.assert_allclose([r["loss"] for r in one], [r["loss"] for r in two], rtol=1e-4)
 
 
+def test_a_source_without_mlm_head_starts_the_same_with_the_same_seed(tmp_path, corpus_file, still_model_dir):
+    """Like the packaged MiniLM: the head HF initialises at load time comes from the seed."""
+    from transformers import AutoModel
+
+    headless = tmp_path / "headless"
+    AutoModel.from_pretrained(str(still_model_dir)).save_pretrained(str(headless))
+    AutoTokenizer.from_pretrained(str(still_model_dir)).save_pretrained(str(headless))
+    torch.manual_seed(1)
+    _, first = run(tmp_path, corpus_file, headless, "first", **{"pretraining.eval_every": 4})
+    torch.manual_seed(2)  # whatever ran before in the process
+    _, second = run(tmp_path, corpus_file, headless, "second", **{"pretraining.eval_every": 4})
+    assert [r["loss"] for r in first if "loss" in r] == [r["loss"] for r in second if "loss" in r]
+    assert [r.get("eval_loss") for r in first] == [r.get("eval_loss") for r in second]
+
+
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
 def test_from_scratch_trains_a_tokenizer(tmp_path, corpus_file, kind):
     out, history = run(tmp_path, corpus_file, None, **{"pretraining.scratch.tokenizer": kind, "pretraining.max_steps": 2})
