@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ..util.io import atomic_directory, atomic_write_bytes, atomic_write_text
+from .model import save_mlm_weights
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "training_state.pt"
@@ -39,7 +40,7 @@ def latest_checkpoint(root: Path) -> Optional[Path]:
 def save_checkpoint(root: Path, step: int, mlm_model, tokenizer, state: Dict[str, Any], keep: int) -> Path:
     path = root / f"step-{step:08d}"
     with atomic_directory(path) as tmp:
-        mlm_model.save_pretrained(str(tmp / "model"), safe_serialization=True)
+        save_mlm_weights(mlm_model, tmp / "model")
         tokenizer.save_pretrained(str(tmp / "model"))
         buffer = io.BytesIO()
         torch.save(state, buffer)

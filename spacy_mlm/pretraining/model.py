@@ -9,7 +9,7 @@ are the unigram distribution rather than noise, and say so in the log.
 """
 import logging
 from pathlib import Path
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -46,6 +46,7 @@ def load_mlm_model(path: PathLike) -> Tuple[PreTrainedModel, object, bool]:
     missing = [key for key in info["missing_keys"] if not key.startswith(head_prefix)]
     if missing:
         raise ModelLoadError(path, f"weights do not match the {config.model_type} architecture; missing {missing[:5]}")
+    model.kept_pooler = _read_pooler(path, model)
     head_missing = bool(info["missing_keys"])
     if head_missing:
         logger.warning(
@@ -54,6 +55,44 @@ def load_mlm_model(path: PathLike) -> Tuple[PreTrainedModel, object, bool]:
             path,
         )
     return model, tokenizer, head_missing
+
+
+def _read_pooler(path: Path, model: PreTrainedModel) -> Dict[str, torch.Tensor]:
+    """The source's pooler (the [CLS] dense+tanh layer) by its name in a
+    *ForMaskedLM checkpoint. The MLM model has no pooler, so without this an
+    encoder continued-pretrained from e.g. MiniLM would come back with a random
+    one, and any head on the pooled output would lose the pretrained layer."""
+
+    def is_pooler(name: str) -> bool:
+        return ".pooler." in f".{name}"
+
+    if (path / "model.safetensors").exists():
+        from safetensors import safe_open
+
+        with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
+            tensors = {name: weights.get_tensor(name) for name in weights.keys() if is_pooler(name)}
+    elif (path / "pytorch_model.bin").exists():
+        state = torch.load(str(path / "pytorch_model.bin"), map_location="cpu", weights_only=True)
+        tensors = {name: tensor for name, tensor in state.items() if is_pooler(name)}
+    else:  # sharded: whoever loads the output starts the pooler afresh
+        logger.warning("%s: the pooler of a sharded checkpoint is not carried into the output", path)
+        return {}
+    prefix = model.base_model_prefix + "."
+    return {(name if name.startswith(prefix) else prefix + name): tensor for name, tensor in tensors.items()}
+
+
+def save_mlm_weights(model: PreTrainedModel, directory: PathLike) -> None:
+    """`save_pretrained` (safetensors), plus the pooler kept from the source, so that
+    AutoModel finds the same pooler the source had (AutoModelForMaskedLM ignores it)."""
+    from safetensors.torch import load_file, save_file
+
+    model.save_pretrained(str(directory), safe_serialization=True)
+    kept = getattr(model, "kept_pooler", None)
+    weights = Path(directory) / "model.safetensors"
+    if kept and weights.exists():
+        tensors = load_file(str(weights))
+        tensors.update({name: tensor.contiguous() for name, tensor in kept.items()})
+        save_file(tensors, str(weights), metadata={"format": "pt"})
 
 
 def set_output_bias(model: PreTrainedModel, unigram_probs: np.ndarray) -> None:
@@ -103,7 +142,7 @@ def save_mlm_model(
     from safetensors.torch import save_file
 
     with atomic_directory(path) as tmp:
-        model.save_pretrained(str(tmp), safe_serialization=True)
+        save_mlm_weights(model, tmp)
         tokenizer.save_pretrained(str(tmp))
         for name, tensors in extra or ():
             save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp / name))
