@@ -82,7 +82,9 @@ def print_examples(project_dir: Path) -> None:
     label = max(probs, key=probs.get)
     typer.echo(f"NLI        {EXAMPLE_PAIR[0]!r} / {EXAMPLE_PAIR[1]!r} -> {label} ({probs[label]:.2f})")
     candidates = FillMask(training / "pretrained" / "model")(EXAMPLE_BLANK, top_k=3)[0]
-    typer.echo(f"Fill-mask  {EXAMPLE_BLANK!r} -> " + ", ".join(f"{w} ({p:.2f})" for w, p in candidates))
+    typer.echo(f"Fill-mask  {EXAMPLE_BLANK!r} -> " + ", ".join(f"{w} ({p:.2f})" for w, p in candidates)
+               + "\n           (MiniLM has no MLM head: the demo trains one for a few steps only, so it still"
+               + "\n           guesses frequent words; see README 'Pretrain, then fill in the blank')")
     vectors = make_vectors_pipeline(training / "pretrained" / "model")
     banks = [next(t for t in vectors(text) if t.lower_ == "bank") for text in EXAMPLE_USES]
     river_money, money_money = banks[0].similarity(banks[1]), banks[1].similarity(banks[2])
