@@ -94,11 +94,11 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: 
     """(mlm_model, tokenizer, head_was_initialised): from the checkpoint when
     resuming, else from `source`, else built from scratch with a tokenizer trained
     on the corpus (by the first process; the others load what it saved)."""
+    torch.manual_seed(cfg["seed"])  # whatever is initialised here (a missing MLM head, a scratch model)
     if checkpoint is not None:
         model, tokenizer, _ = load_mlm_model(checkpoint / "model")
         return model, tokenizer, False
     if cfg["source"]:
-        torch.manual_seed(cfg["seed"])  # a missing MLM head is initialised from torch's generator
         return load_mlm_model(cfg["source"])
     scratch = cfg["scratch"]
     tokenizer_dir = output_dir / "tokenizer"
@@ -111,7 +111,6 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: 
     from ..encoder.backbone import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
-    torch.manual_seed(cfg["seed"])
     sizes = {k: scratch[k] for k in ("architecture", "hidden_size", "num_layers", "num_heads", "intermediate_size", "dropout")}
     return build_scratch_mlm_model(tokenizer, max_length=cfg["max_length"], **sizes), tokenizer, True
 
