@@ -82,17 +82,11 @@ def _read_pooler(path: Path, model: PreTrainedModel) -> Dict[str, torch.Tensor]:
 
 
 def save_mlm_weights(model: PreTrainedModel, directory: PathLike) -> None:
-    """`save_pretrained` (safetensors), plus the pooler kept from the source, so that
-    AutoModel finds the same pooler the source had (AutoModelForMaskedLM ignores it)."""
-    from safetensors.torch import load_file, save_file
-
-    model.save_pretrained(str(directory), safe_serialization=True)
+    """`save_pretrained` (safetensors) with the pooler kept from the source added to
+    the weights, so that AutoModel finds the source's pooler (AutoModelForMaskedLM ignores it)."""
     kept = getattr(model, "kept_pooler", None)
-    weights = Path(directory) / "model.safetensors"
-    if kept and weights.exists():
-        tensors = load_file(str(weights))
-        tensors.update({name: tensor.contiguous() for name, tensor in kept.items()})
-        save_file(tensors, str(weights), metadata={"format": "pt"})
+    state = {**model.state_dict(), **kept} if kept else None
+    model.save_pretrained(str(directory), safe_serialization=True, state_dict=state)
 
 
 def set_output_bias(model: PreTrainedModel, unigram_probs: np.ndarray) -> None:
