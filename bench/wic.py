@@ -11,7 +11,8 @@ scored from the cache:
 - layer setting: the mean of hidden states lo..hi, 1 <= lo <= hi <= top
   (`mlm_vectors` layer = hi, n_layers = hi - lo + 1);
 - transformation, fitted on the token vectors of the fit corpus (default: the
-  WiC train sentences) at that layer setting;
+  WiC train sentences) at that layer setting ("remove_static" also reads the
+  embedding layer's vector of each token, hidden state 0);
 - context weight w: the target's vector is (1 - w) * target + w * sentence
   (`spacy_mlm wic --context-weight`); w = 1 (the target ignored: plain
   sentence similarity) is reported as a diagnostic and is not selectable;
@@ -75,6 +76,11 @@ TRANSFORMS = [
     ("whiten", ["whiten"], 2),
     ("abtt1+whiten", ["abtt", "whiten"], 1),
     ("abtt3+whiten", ["abtt", "whiten"], 3),
+    ("remove_static", ["remove_static"], 2),
+    ("remove_static+standardize", ["remove_static", "standardize"], 2),
+    ("remove_static+abtt2", ["remove_static", "abtt"], 2),
+    ("remove_static+standardize+abtt2", ["remove_static", "standardize", "abtt"], 2),
+    ("remove_static+whiten", ["remove_static", "whiten"], 2),
 ]
 CONTEXT_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 0.9)
 DIAGNOSTIC_WEIGHT = 1.0
@@ -232,9 +238,14 @@ def main(argv=None):
     for lname, layer, n_layers in layer_choices(corpus.shape[0]):
         fit_X = pool_layers(corpus, layer, n_layers, axis=0)
         pooled = {k: pool_layers(v, layer, n_layers, axis=1) for k, v in arrays.items()}
+        # remove_static reads the embedding layer's vector (hidden state 0) beside the chosen one.
+        fit_X_static = numpy.concatenate([fit_X, corpus[0]], axis=1)
+        pooled_static = {k: numpy.concatenate([v, arrays[k][:, 0]], axis=1) for k, v in pooled.items()}
         for tname, steps, n_components in TRANSFORMS:
-            chain = make_transform_chain(steps, n_components=n_components).fit(fit_X)
-            out = {k: chain.apply(v) for k, v in pooled.items()}
+            chain = make_transform_chain(steps, n_components=n_components)
+            inputs = pooled_static if chain.needs_static else pooled
+            chain.fit(fit_X_static if chain.needs_static else fit_X)
+            out = {k: chain.apply(v) for k, v in inputs.items()}
             train_vecs, dev_vecs = [out[k] for k in keys[:4]], [out[k] for k in keys[4:]]
             for weight in weights:
                 for per_pos in (False, True):
@@ -295,7 +306,11 @@ def main(argv=None):
                                   n_components=best["n_components"])
     check.get_pipe("mlm_vectors").transform = best["chain"]
     component_dev = wic_scores(check, dev, args.batch_size, best["context_weight"])
-    pooled_dev = [best["chain"].apply(pool_layers(arrays[k], best["layer"], best["n_layers"], 1)) for k in keys[4:]]
+    def chain_input(k):
+        pooled = pool_layers(arrays[k], best["layer"], best["n_layers"], 1)
+        return numpy.concatenate([pooled, arrays[k][:, 0]], axis=1) if best["chain"].needs_static else pooled
+
+    pooled_dev = [best["chain"].apply(chain_input(k)) for k in keys[4:]]
     cached_dev = cosine_rows(mix_context(pooled_dev[0], pooled_dev[2], best["context_weight"]),
                              mix_context(pooled_dev[1], pooled_dev[3], best["context_weight"]))
     max_diff = float(numpy.abs(component_dev - cached_dev).max())

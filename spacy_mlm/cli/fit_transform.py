@@ -13,7 +13,7 @@ def fit_transform_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_encoder, or a Hugging Face model directory"),
     corpus: Path = typer.Argument(..., help="plain text (one segment per line) or JSONL file, or a folder of them"),
     output_dir: Path = typer.Argument(..., help="where to save the pipeline with the fitted transform"),
-    steps: str = typer.Option("standardize+abtt", help="transform steps: center, standardize, abtt, whiten joined by '+'"),
+    steps: str = typer.Option("standardize+abtt", help="transform steps: remove_static (first), center, standardize, abtt, whiten joined by '+'"),
     n_components: Optional[int] = typer.Option(None, help="principal components removed by abtt [default: 2]"),
     layer: Optional[int] = typer.Option(None, help="hidden state to use (-1 = top) [default: -1 or the saved setting]"),
     n_layers: Optional[int] = typer.Option(None, help="average this many layers ending at --layer [default: 1]"),
@@ -22,7 +22,7 @@ def fit_transform_cli(
     text_field: str = typer.Option("text", help="JSONL field holding the text"),
     batch_size: int = typer.Option(64, help="docs per encoder batch"),
 ):
-    """Fit center / standardize / all-but-the-top / whitening on the contextual token
+    """Fit remove-static / center / standardize / all-but-the-top / whitening on the contextual token
     vectors of CORPUS and save the pipeline (encoder + mlm_vectors with the
     fitted transform) to OUTPUT_DIR."""
     import spacy_mlm  # noqa: F401  (registers the factories)

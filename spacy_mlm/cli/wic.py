@@ -27,7 +27,7 @@ def wic_cli(
     n_layers: Optional[int] = typer.Option(None, help="average this many layers ending at --layer [default: 1]"),
     pooling: Optional[str] = typer.Option(None, help="pieces -> token: mean | first | last | max [default: mean]"),
     transform: Optional[str] = typer.Option(
-        None, help="e.g. 'standardize', 'whiten', 'abtt+whiten', 'standardize+abtt', 'raw'; fitted on train sentences"
+        None, help="e.g. 'standardize', 'whiten', 'abtt+whiten', 'remove_static+standardize+abtt', 'raw'; fitted on train sentences"
     ),
     n_components: Optional[int] = typer.Option(None, help="principal components removed by abtt [default: 2]"),
     context_weight: float = typer.Option(

@@ -153,8 +153,9 @@ def make_mlm_vectors(
     n_layers: average this many consecutive layers ending at `layer` (1 = just
         `layer`); anything but layer=-1, n_layers=1 needs the encoder built with
         output_hidden_states = true.
-    transform: a spacy_mlm.VectorTransform.v1 (steps from "center",
-        "standardize", "abtt", "whiten"; [] = raw vectors). Fit it with
+    transform: a spacy_mlm.VectorTransform.v1 (steps from "remove_static",
+        "center", "standardize", "abtt", "whiten"; [] = raw vectors;
+        "remove_static" needs output_hidden_states = true). Fit it with
         `python -m spacy_mlm fit-transform` or `component.fit_transform(docs)`.
     sense_key: which token attribute indexes the sense inventory: "lemma"
         (falls back to the lowercase form when the pipeline sets no lemmas),
@@ -189,10 +190,24 @@ class ContextualVectors(Pipe):
             )
         return contextual_token_vectors(encoding, self.pooling, self.layer, self.n_layers)
 
+    def transform_input(self, doc: Doc) -> numpy.ndarray:
+        """What the transform maps: the raw vectors, or, for a chain that starts
+        with "remove_static", [raw | embedding-layer vectors] side by side."""
+        raw = self.raw_vectors(doc)
+        if not self.transform.needs_static:
+            return raw
+        if doc._.get(ENCODING_ATTR).layers is None:
+            raise SpacyMlmError(
+                f"'{self.name}': the remove_static transform needs the embedding layer's output: "
+                "build the mlm_encoder model with output_hidden_states = true"
+            )
+        static = contextual_token_vectors(doc._.get(ENCODING_ATTR), self.pooling, 0, 1)
+        return numpy.concatenate([raw, static], axis=1)
+
     def vectors(self, doc: Doc) -> numpy.ndarray:
         """Transformed (n_tokens, width) vectors; tokens without pieces stay zero.
         The width is the transform's output width ("whiten" may drop directions)."""
-        raw = self.raw_vectors(doc)
+        raw = self.transform_input(doc)
         present = numpy.any(raw != 0, axis=1)
         transformed = self.transform.apply(raw[present])
         out = numpy.zeros((raw.shape[0], transformed.shape[-1]), dtype="float32")
@@ -212,7 +227,7 @@ class ContextualVectors(Pipe):
         A sense inventory built with the old transform is cleared."""
         rows, total = [], 0
         for doc in docs:
-            raw = self.raw_vectors(doc)
+            raw = self.transform_input(doc)
             raw = raw[numpy.any(raw != 0, axis=1)]
             if max_vectors is not None:
                 raw = raw[: max_vectors - total]
@@ -311,9 +326,10 @@ def make_vectors_pipeline(
 ) -> Language:
     """A blank pipeline `mlm_encoder` -> `mlm_vectors` over a plain Hugging Face
     directory, initialized (weights loaded). The encoder keeps every layer's
-    output when the layer choice needs it, or when `all_layers` says so."""
+    output when the layer choice or the transform ("remove_static") needs it, or
+    when `all_layers` says so."""
     if all_layers is None:
-        all_layers = not (layer == -1 and n_layers == 1)
+        all_layers = not (layer == -1 and n_layers == 1) or "remove_static" in steps
     import spacy
 
     nlp = spacy.blank(lang)

@@ -182,8 +182,49 @@ class Whiten(Transform):
         return (X - self.arrays["mean"]) @ self.arrays["projection"]
 
 
+class RemoveStatic(Transform):
+    """Subtract the part of a contextual vector that the word's non-contextual
+    embedding predicts. Two occurrences of one word share a large "type"
+    component (what the word is, whatever its context), so their cosine is high
+    whether or not the senses match; what the context added is what tells the
+    senses apart. A ridge regression, fitted on corpus tokens, predicts the
+    contextual vector from the embedding layer's output for the same token
+    (hidden state 0: piece + position embeddings, before any attention); the
+    residual keeps what the regression cannot explain from the word alone.
+
+    Its input is the contextual vector and the static one side by side
+    ((n, 2 * width), `ContextualVectors` builds it when the chain starts with
+    this step); its output is (n, width). It is affine, like every step here.
+    `ridge` is relative to the mean variance of the static vectors."""
+
+    kind = "remove_static"
+
+    def __init__(self, ridge: float = 0.01):
+        if not float(ridge) > 0.0:
+            raise SpacyMlmError(f"remove_static needs ridge > 0, got {ridge}")
+        super().__init__(ridge=float(ridge))
+
+    def _fit(self, X):
+        if X.shape[1] % 2:
+            raise SpacyMlmError(
+                f"remove_static fits on [contextual | static] rows of even width, got width {X.shape[1]}"
+            )
+        width = X.shape[1] // 2
+        mean = X.mean(axis=0)
+        contextual, static = X[:, :width] - mean[:width], X[:, width:] - mean[width:]
+        gram = static.T @ static / X.shape[0]
+        penalty = self.params["ridge"] * float(numpy.trace(gram)) / width
+        weights = numpy.linalg.solve(gram + penalty * numpy.eye(width), static.T @ contextual / X.shape[0])
+        return {"mean": mean, "weights": weights}
+
+    def _apply(self, X):
+        width = self.arrays["weights"].shape[0]
+        centered = X - self.arrays["mean"]
+        return centered[..., :width] - centered[..., width:] @ self.arrays["weights"]
+
+
 TRANSFORM_KINDS: Dict[str, Type[Transform]] = {
-    cls.kind: cls for cls in (MeanCenter, Standardize, RemoveTopComponents, Whiten)
+    cls.kind: cls for cls in (MeanCenter, Standardize, RemoveTopComponents, Whiten, RemoveStatic)
 }
 
 
@@ -192,6 +233,17 @@ class TransformChain:
 
     def __init__(self, steps: Sequence[Transform] = ()):
         self.steps: List[Transform] = list(steps)
+        misplaced = [i for i, step in enumerate(self.steps) if isinstance(step, RemoveStatic) and i > 0]
+        if misplaced:
+            raise SpacyMlmError(
+                "remove_static must be the first step: it reads the static vectors beside the raw "
+                f"contextual ones, which no other step passes on (got {self.describe()!r})"
+            )
+
+    @property
+    def needs_static(self) -> bool:
+        """Whether the input is [contextual | static] rows (see `RemoveStatic`)."""
+        return bool(self.steps) and isinstance(self.steps[0], RemoveStatic)
 
     @property
     def is_fitted(self) -> bool:
@@ -252,7 +304,7 @@ class TransformChain:
 
 
 def make_transform_chain(steps: Sequence[str], n_components: int = 2) -> TransformChain:
-    """Unfitted chain from step names ("center", "standardize", "abtt", "whiten")."""
+    """Unfitted chain from step names ("remove_static", "center", "standardize", "abtt", "whiten")."""
     built = []
     for name in steps:
         if name not in TRANSFORM_KINDS:
@@ -277,8 +329,8 @@ def parse_steps(spec: str) -> List[str]:
 @registry.misc("spacy_mlm.VectorTransform.v1")
 def build_vector_transform_v1(steps: List[str], n_components: int = 2) -> TransformChain:
     """Config entry for the `mlm_vectors` component: which steps to apply, in
-    order (an empty list = raw vectors), from "center", "standardize", "abtt"
-    and "whiten". `n_components` is used by "abtt" ("abtt" then "whiten" =
-    whitening with the top components removed).
+    order (an empty list = raw vectors), from "remove_static" (first, if used),
+    "center", "standardize", "abtt" and "whiten". `n_components` is used by
+    "abtt" ("abtt" then "whiten" = whitening with the top components removed).
     The chain is fitted later (`fit-transform` CLI) and saved with the pipeline."""
     return make_transform_chain(steps, n_components=n_components)

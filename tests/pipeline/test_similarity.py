@@ -140,6 +140,37 @@ def test_whiten_on_a_layer_range_then_save_and_load(tiny_model_dir, tmp_path):
     numpy.testing.assert_allclose(loaded(TEXTS[0])[2].vector, docs[0][2].vector, atol=1e-5)
 
 
+def test_remove_static_chain_in_the_component_then_save_and_load(tiny_model_dir, tmp_path):
+    nlp = make_vectors_pipeline(tiny_model_dir, layer=2, n_layers=2, steps=["remove_static", "standardize"])
+    assert nlp.get_pipe("mlm_encoder").model.attrs["output_hidden_states"]
+    component: ContextualVectors = nlp.get_pipe("mlm_vectors")
+    n = component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS))
+    docs = list(nlp.pipe(TEXTS))
+    fitted = numpy.concatenate([[t.vector for t in d if t.has_vector] for d in docs])
+    assert fitted.shape == (n, nlp.get_pipe("mlm_encoder").model.get_dim("nO"))
+    numpy.testing.assert_allclose(fitted.std(axis=0), 1.0, atol=1e-3)
+    # Little of the residual is still linearly predictable from the embedding layer's vectors.
+    inputs = numpy.concatenate([component.transform_input(d)[[t.has_vector for t in d]] for d in docs])
+    width = fitted.shape[1]
+    raw, static = inputs[:, :width], inputs[:, width:]
+    residual = component.transform.steps[0].apply(inputs)
+
+    def cross(A):
+        return numpy.linalg.norm((A - A.mean(0)).T @ (static - static.mean(0)))
+
+    assert cross(residual) < 0.2 * cross(raw)
+    numpy.testing.assert_allclose(docs[0].vector, fitted[: len(docs[0])].mean(axis=0), atol=1e-5)
+    nlp.to_disk(tmp_path / "static")
+    loaded = spacy.load(tmp_path / "static")
+    numpy.testing.assert_allclose(loaded(TEXTS[0])[2].vector, docs[0][2].vector, atol=1e-5)
+
+
+def test_remove_static_needs_hidden_states(tiny_model_dir):
+    nlp = make_vectors_pipeline(tiny_model_dir, steps=["remove_static"], all_layers=False)
+    with pytest.raises(SpacyMlmError, match="remove_static transform needs the embedding layer"):
+        nlp.get_pipe("mlm_vectors").fit_transform(docs_before(nlp, "mlm_vectors", TEXTS))
+
+
 def test_unfitted_transform_is_reported(tiny_model_dir):
     nlp = make_vectors_pipeline(tiny_model_dir, steps=["center"])
     with pytest.raises(SpacyMlmError, match="not fitted"):

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from spacy_mlm.errors import ModelLoadError, NotInitializedError, SpacyMlmError
 from spacy_mlm.similarity.transforms import (
     MeanCenter,
+    RemoveStatic,
     RemoveTopComponents,
     Standardize,
     TransformChain,
@@ -227,3 +228,61 @@ def test_whiten_chain_survives_bytes_and_disk(tmp_path):
     numpy.testing.assert_array_equal(again.apply(probe), expected)
     chain.to_disk(tmp_path / "t.bin")
     numpy.testing.assert_array_equal(TransformChain.from_disk(tmp_path / "t.bin").apply(probe), expected)
+
+
+def contextual_and_static(n=4000, width=10, seed=0):
+    """[contextual | static] rows where the contextual vector is an affine map
+    of the static one plus a part the static one cannot explain."""
+    rng = numpy.random.default_rng(seed)
+    static = rng.normal(size=(n, width)) * rng.uniform(0.5, 3.0, size=width) + 2.0
+    own = rng.normal(size=(n, width))
+    contextual = static @ rng.normal(size=(width, width)) + 5.0 + own
+    return numpy.concatenate([contextual, static], axis=1).astype("float32"), own
+
+
+def test_remove_static_keeps_only_what_the_word_alone_cannot_explain():
+    X, own = contextual_and_static()
+    step = RemoveStatic(ridge=1e-6).fit(X)
+    out = step.apply(X)
+    assert out.shape == own.shape
+    # The residual is uncorrelated with the static vectors and equals the own part (centered).
+    static = X[:, own.shape[1]:] - X[:, own.shape[1]:].mean(axis=0)
+    assert numpy.abs((out - out.mean(axis=0)).T @ static / len(X)).max() < 1e-3
+    expected = own - own.mean(axis=0)
+    assert numpy.linalg.norm(out - expected) < 0.1 * numpy.linalg.norm(expected)
+    # Without the step the static part dominates: the raw rows are far from the own part.
+    raw = X[:, : own.shape[1]] - X[:, : own.shape[1]].mean(axis=0)
+    assert numpy.linalg.norm(raw - expected) > 2 * numpy.linalg.norm(expected)
+
+
+def test_remove_static_ridge_shrinks_towards_plain_centering():
+    X, own = contextual_and_static()
+    width = own.shape[1]
+    heavy = RemoveStatic(ridge=1e6).fit(X).apply(X)
+    numpy.testing.assert_allclose(heavy, X[:, :width] - X[:, :width].mean(axis=0), atol=1e-2)
+
+
+def test_remove_static_is_affine_and_survives_bytes(tmp_path):
+    X, _ = contextual_and_static()
+    chain = make_transform_chain(["remove_static", "standardize"]).fit(X)
+    assert chain.needs_static and not make_transform_chain(["standardize"]).needs_static
+    out = chain.apply(X)
+    numpy.testing.assert_allclose(out.std(axis=0), 1.0, atol=1e-3)
+    numpy.testing.assert_allclose(chain.apply(X[:7].mean(axis=0)), out[:7].mean(axis=0), atol=1e-4)
+    chain.to_disk(tmp_path / "t.bin")
+    again = TransformChain.from_disk(tmp_path / "t.bin")
+    assert again.describe() == chain.describe() == "remove_static(ridge=0.01)+standardize(eps=1e-06)"
+    numpy.testing.assert_allclose(again.apply(X), out, atol=1e-6)
+
+
+def test_remove_static_errors():
+    with pytest.raises(SpacyMlmError, match="must be the first step"):
+        make_transform_chain(["standardize", "remove_static"])
+    with pytest.raises(SpacyMlmError, match="even width"):
+        RemoveStatic().fit(numpy.ones((5, 3)) * numpy.arange(5)[:, None])
+    with pytest.raises(SpacyMlmError, match="ridge > 0"):
+        RemoveStatic(ridge=0.0)
+    X, _ = contextual_and_static()
+    step = RemoveStatic().fit(X)
+    with pytest.raises(SpacyMlmError, match="width 20"):
+        step.apply(X[:, :10])
