@@ -1,7 +1,8 @@
 """The encoder as a Thinc model.
 
 `forward(model, docs, is_train)` tokenizes the docs, runs the transformer over
-their windows in length-sorted batches (less padding) and returns an
+their windows grouped by length (little padding, few passes: see `batching.py`)
+and returns an
 `EncoderBatch`: one tensor of piece vectors per doc (windows merged) plus the
 [CLS] vectors. In training those tensors are autograd leaves: listeners pool
 from them and accumulate gradients into `.grad`; the backprop callback then
@@ -19,6 +20,7 @@ from thinc.api import Model, PyTorchShim
 
 from ..errors import NotInitializedError
 from .align import Alignment, align_pieces_to_tokens
+from .batching import length_batches
 from .backbone import (
     build_scratch_backbone,
     freeze_backbone,
@@ -215,26 +217,6 @@ def _align(doc: Doc, pieces: DocPieces) -> Alignment:
     bounds = doc.to_array([IDX, LENGTH]).astype(np.int64).reshape(-1, 2)
     starts, ends = bounds[:, 0], bounds[:, 0] + bounds[:, 1]
     return align_pieces_to_tokens(starts, ends, pieces.starts, pieces.ends)
-
-
-def length_batches(lengths: np.ndarray, max_pieces: int, max_padding: float = 0.1) -> List[np.ndarray]:
-    """Group window indices, longest first, so that each group pads at most
-    `max_pieces` positions and wastes at most `max_padding` of them on padding."""
-    order = np.argsort(-lengths, kind="stable")
-    groups, current, longest = [], [], 0
-    for i in order:
-        length = int(lengths[i])
-        if current and (
-            (len(current) + 1) * longest > max_pieces or length < longest * (1.0 - max_padding)
-        ):
-            groups.append(np.asarray(current))
-            current = []
-        if not current:
-            longest = max(length, 1)
-        current.append(i)
-    if current:
-        groups.append(np.asarray(current))
-    return groups
 
 
 def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):

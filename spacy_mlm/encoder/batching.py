@@ -1,0 +1,49 @@
+"""Grouping windows of different lengths into forward passes.
+
+A padded batch computes every position up to its longest window, so mixing
+lengths wastes work; but a forward pass also has a fixed cost (Python and
+kernel overhead, and small matrix products run far below the machine's peak),
+so one pass per length wastes more. On a 2-core CPU with MiniLM a pass over one
+150-piece window costs about as much as 60-75 more pieces in a batch of many.
+`length_batches` picks the grouping that minimises padded positions plus a
+fixed `pass_cost` per pass, exactly, by dynamic programming over the windows
+sorted by length (an optimal grouping of this cost uses contiguous runs of the
+sorted order).
+"""
+from typing import List
+
+import numpy as np
+
+
+def length_batches(lengths: np.ndarray, max_pieces: int, pass_cost: float = 64.0) -> List[np.ndarray]:
+    """Indices of `lengths`, in groups (longest first, each group longest
+    first), such that no group pads more than `max_pieces` positions (a window
+    longer than that goes alone) and the sum over groups of
+    `len(group) * longest + pass_cost` is the least possible."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must be one-dimensional, got shape {lengths.shape}")
+    if max_pieces < 1 or pass_cost < 0:
+        raise ValueError(f"need max_pieces >= 1 and pass_cost >= 0, got {max_pieces} and {pass_cost}")
+    n = len(lengths)
+    order = np.argsort(-lengths, kind="stable")
+    longest = np.maximum(lengths[order], 1).astype(np.float64)
+    # best[j]: least cost of the first j sorted windows; start[j]: where its last group starts.
+    best = np.zeros(n + 1)
+    start = np.zeros(n + 1, dtype=np.int64)
+    first = 0  # the earliest group start that keeps the group within max_pieces
+    for j in range(1, n + 1):
+        # Windows first..j-1 all fit after a group head at i while (j - i) * longest[i] <= max_pieces;
+        # as j grows the feasible heads only move right.
+        while first < j - 1 and (j - first) * longest[first] > max_pieces:
+            first += 1
+        heads = np.arange(first, j)
+        costs = best[first:j] + (j - heads) * longest[first:j] + pass_cost
+        k = int(np.argmin(costs))
+        best[j], start[j] = costs[k], first + k
+    groups = []
+    j = n
+    while j > 0:
+        groups.append(order[start[j] : j])
+        j = start[j]
+    return groups[::-1]

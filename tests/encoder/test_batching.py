@@ -1,0 +1,71 @@
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacy_mlm.encoder.batching import length_batches
+
+
+def cost(groups, lengths, pass_cost):
+    return sum(len(g) * max(int(lengths[g].max()), 1) + pass_cost for g in groups)
+
+
+def brute_force_cost(lengths, max_pieces, pass_cost):
+    """Least cost over every split of the sorted order into contiguous runs."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    n, best = len(order), float("inf")
+    for cuts in itertools.product([False, True], repeat=max(n - 1, 0)):
+        groups, current = [], [order[0]]
+        for i, cut in enumerate(cuts, start=1):
+            if cut:
+                groups.append(np.asarray(current))
+                current = []
+            current.append(order[i])
+        groups.append(np.asarray(current))
+        if all(len(g) == 1 or len(g) * lengths[g].max() <= max_pieces for g in groups):
+            best = min(best, cost(groups, np.asarray(lengths), pass_cost))
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=9),
+    st.integers(1, 200),
+    st.sampled_from([0.0, 5.0, 40.0]),
+)
+def test_groups_cover_every_window_once_within_budget_at_least_cost(lengths, max_pieces, pass_cost):
+    lengths = np.asarray(lengths)
+    groups = length_batches(lengths, max_pieces, pass_cost)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(len(lengths)))
+    for g in groups:
+        assert len(g) == 1 or len(g) * lengths[g].max() <= max_pieces
+        assert lengths[g[0]] == lengths[g].max()  # a group's first window is its longest
+    assert cost(groups, lengths, pass_cost) == pytest.approx(brute_force_cost(lengths, max_pieces, pass_cost))
+
+
+def test_no_pass_cost_means_no_padding():
+    lengths = np.array([10, 9, 10, 3, 9, 3, 3])
+    groups = length_batches(lengths, 1000, pass_cost=0.0)
+    assert all(len(set(lengths[g].tolist())) == 1 for g in groups)
+
+
+def test_a_pass_cost_joins_near_lengths_and_keeps_far_ones_apart():
+    lengths = np.array([150, 148, 152, 149, 20, 21, 450])
+    groups = [sorted(g.tolist()) for g in length_batches(lengths, 16384, pass_cost=64.0)]
+    assert groups == [[6], [0, 1, 2, 3], [4, 5]]
+
+
+def test_budget_splits_and_long_windows_go_alone():
+    lengths = np.array([100] * 10 + [700])
+    groups = length_batches(lengths, 512, pass_cost=1e6)
+    assert [len(g) for g in groups] == [1, 5, 5]
+
+
+def test_empty_and_bad_arguments():
+    assert length_batches(np.zeros(0, dtype=np.int64), 10) == []
+    with pytest.raises(ValueError, match="max_pieces"):
+        length_batches(np.array([3]), 0)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        length_batches(np.ones((2, 2)), 10)
