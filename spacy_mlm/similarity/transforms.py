@@ -14,6 +14,7 @@ them; each step is fitted on the output of the steps before it. All of them
 are affine maps, so the transform of a mean of vectors is the mean of the
 transformed vectors (span and doc vectors stay consistent with token vectors).
 """
+import logging
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Sequence, Type, Union
 
@@ -25,6 +26,8 @@ from ..errors import ModelLoadError, NotInitializedError, SpacyMlmError
 from ..util.io import atomic_write_bytes
 
 FORMAT_VERSION = 1
+
+logger = logging.getLogger(__name__)
 
 
 def _as_matrix(X) -> numpy.ndarray:
@@ -210,6 +213,13 @@ class RemoveStatic(Transform):
                 f"remove_static fits on [contextual | static] rows of even width, got width {X.shape[1]}"
             )
         width = X.shape[1] // 2
+        if X.shape[0] < 10 * width:
+            # A regression with `width` inputs per output explains most of so few rows by chance.
+            logger.warning(
+                "remove_static fitted on %d vectors of width %d: with fewer than %d it also removes "
+                "context that the word does not predict; fit it on a larger corpus",
+                X.shape[0], width, 10 * width,
+            )
         mean = X.mean(axis=0)
         contextual, static = X[:, :width] - mean[:width], X[:, width:] - mean[width:]
         gram = static.T @ static / X.shape[0]

@@ -286,3 +286,14 @@ def test_remove_static_errors():
     step = RemoveStatic().fit(X)
     with pytest.raises(SpacyMlmError, match="width 20"):
         step.apply(X[:, :10])
+
+
+def test_remove_static_warns_when_fitted_on_too_few_vectors(caplog):
+    X, _ = contextual_and_static(n=60)
+    with caplog.at_level("WARNING", logger="spacy_mlm.similarity.transforms"):
+        RemoveStatic().fit(X)
+    assert "fitted on 60 vectors of width 10" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="spacy_mlm.similarity.transforms"):
+        RemoveStatic().fit(contextual_and_static(n=100)[0])
+    assert caplog.text == ""
