@@ -27,7 +27,7 @@ def length_batches(lengths: np.ndarray, max_pieces: int, pass_cost: float = 64.0
         raise ValueError(f"need max_pieces >= 1 and pass_cost >= 0, got {max_pieces} and {pass_cost}")
     n = len(lengths)
     order = np.argsort(-lengths, kind="stable")
-    longest = np.maximum(lengths[order], 1).astype(np.float64)
+    longest = lengths[order].astype(np.float64)
     # best[j]: least cost of the first j sorted windows; start[j]: where its last group starts.
     best = np.zeros(n + 1)
     start = np.zeros(n + 1, dtype=np.int64)

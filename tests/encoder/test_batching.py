@@ -9,7 +9,7 @@ from spacy_mlm.encoder.batching import length_batches
 
 
 def cost(groups, lengths, pass_cost):
-    return sum(len(g) * max(int(lengths[g].max()), 1) + pass_cost for g in groups)
+    return sum(len(g) * int(lengths[g].max()) + pass_cost for g in groups)
 
 
 def brute_force_cost(lengths, max_pieces, pass_cost):
@@ -61,6 +61,11 @@ def test_budget_splits_and_long_windows_go_alone():
     lengths = np.array([100] * 10 + [700])
     groups = length_batches(lengths, 512, pass_cost=1e6)
     assert [len(g) for g in groups] == [1, 5, 5]
+
+
+def test_empty_windows_cost_only_their_passes():
+    groups = length_batches(np.array([0, 0, 0]), 1, pass_cost=5.0)
+    assert [sorted(g.tolist()) for g in groups] == [[0, 1, 2]]
 
 
 def test_empty_and_bad_arguments():
