@@ -3,12 +3,12 @@
 A padded batch computes every position up to its longest window, so mixing
 lengths wastes work; but a forward pass also has a fixed cost (Python and
 kernel overhead, and small matrix products run far below the machine's peak),
-so one pass per length wastes more. On a 2-core CPU with MiniLM a pass over one
-150-piece window costs about as much as 60-75 more pieces in a batch of many.
-`length_batches` picks the grouping that minimises padded positions plus a
-fixed `pass_cost` per pass, exactly, by dynamic programming over the windows
-sorted by length (an optimal grouping of this cost uses contiguous runs of the
-sorted order).
+so one pass per length wastes more. `length_batches` picks the grouping that
+minimises padded positions plus a fixed `pass_cost` per pass (in pieces),
+exactly, by dynamic programming over the windows sorted by length (an optimal
+grouping of this cost uses contiguous runs of the sorted order). The default,
+64, was the fastest of the values tried (16, 64, 160, 400) with MiniLM on a
+2-core CPU.
 """
 from typing import List
 

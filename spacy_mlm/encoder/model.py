@@ -2,9 +2,8 @@
 
 `forward(model, docs, is_train)` tokenizes the docs, runs the transformer over
 their windows grouped by length (little padding, few passes: see `batching.py`)
-and returns an
-`EncoderBatch`: one tensor of piece vectors per doc (windows merged) plus the
-[CLS] vectors. In training those tensors are autograd leaves: listeners pool
+and returns an `EncoderBatch`: one tensor of piece vectors per doc (windows
+merged) plus the [CLS] vectors. In training those tensors are autograd leaves: listeners pool
 from them and accumulate gradients into `.grad`; the backprop callback then
 pushes the accumulated gradient through the transformer once.
 """
