@@ -1,8 +1,16 @@
-"""Tiny models for tests and examples: a WordPiece vocab trained with `tokenizers`
-on a small text, and a small randomly initialised BERT with an MLM head, saved as
-a plain Hugging Face directory. Nothing is downloaded."""
+"""Tiny models for tests and examples: a WordPiece vocab built from a small text,
+and a small randomly initialised BERT with an MLM head, saved as a plain Hugging
+Face directory. Nothing is downloaded.
+
+The vocab is chosen here, not by `tokenizers`' WordPieceTrainer: that trainer
+gives its "##" pieces ids in hash-map order, so the same text trains a different
+vocab in every process (huggingface/tokenizers#1794), and every test built on it
+would then see another model each run. Normalisation, pre-tokenization and the
+WordPiece model itself are still `tokenizers`'."""
 from pathlib import Path
-from typing import Iterable, Optional, Union
+from typing import Iterable, List, Optional, Union
+
+WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 SAMPLE_TEXT = [
     "The pond lies in a quiet wood near the town of Concord.",
@@ -24,20 +32,48 @@ SAMPLE_TEXT = [
 ]
 
 
+def wordpiece_vocab(texts: Iterable[str], vocab_size: int, lowercase: bool = True) -> List[str]:
+    """A deterministic WordPiece vocab: the special tokens, every character seen
+    as a word-initial piece, the characters seen inside words as "##" pieces (as
+    WordPieceTrainer's alphabet has them), then whole words from the most frequent
+    down (ties alphabetical) up to `vocab_size`. Words left out split into their
+    characters, or become [UNK] where a character never appeared inside a word."""
+    from collections import Counter
+
+    from tokenizers import normalizers, pre_tokenizers
+
+    normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    counts: Counter = Counter()
+    for text in texts:
+        counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({char for word in counts for char in word})
+    inside = sorted({char for word in counts for char in word[1:]})
+    vocab = list(WORDPIECE_SPECIALS) + chars + ["##" + char for char in inside]
+    known = set(vocab)
+    for word, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        if len(vocab) >= vocab_size:
+            break
+        if word not in known:
+            vocab.append(word)
+            known.add(word)
+    return vocab
+
+
 def train_wordpiece_tokenizer(
     texts: Iterable[str], output_dir: Union[str, Path], vocab_size: int = 400, lowercase: bool = True
 ):
-    """Train a BERT-style WordPiece tokenizer and save it as a `BertTokenizerFast` directory."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A BERT-style WordPiece tokenizer over `wordpiece_vocab(texts)`, saved as a
+    `BertTokenizerFast` directory."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertTokenizerFast
 
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    vocab = wordpiece_vocab(texts, vocab_size, lowercase)
+    tok = Tokenizer(models.WordPiece({piece: i for i, piece in enumerate(vocab)}, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=1)
-    tok.train_from_iterator(list(texts), trainer=trainer)
+    tok.add_special_tokens(list(WORDPIECE_SPECIALS))
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
