@@ -116,8 +116,8 @@ def test_multilabel_learns_and_scores_auc(tiny_model_dir):
     scores = nlp.evaluate(examples(nlp, toy_rows(24, seed=1, extra=True), labels))
     assert scores["cats_score_desc"] == "macro AUC"
     assert scores["cats_macro_auc"] >= 0.9
-    # EXTRA (2 of 5-8 words, diluted by mean pooling) lands at 0.82-0.93 over seeds 0-5
-    # and moves with float summation order, so the bar is "clearly learned", not a point value
+    # EXTRA (2 of 5-8 words, diluted by mean pooling) is the hardest label and moves with the
+    # seed, so the bar is "clearly learned", not a point value
     assert scores["cats_auc_per_type"]["EXTRA"] >= 0.75
     assert scores["cats_f_per_type"]["POS"]["f"] >= 0.9 and scores["cats_f_per_type"]["NEG"]["f"] >= 0.9
     plain, extra = nlp("wonderful story won").cats, nlp("wonderful story won park river town").cats
