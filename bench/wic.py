@@ -145,6 +145,12 @@ def our_corpus_vectors(nlp, texts, batch_size, max_vectors):
     return numpy.concatenate(chunks, axis=1)[:, :max_vectors]
 
 
+def with_static(pooled: numpy.ndarray, states: numpy.ndarray, axis: int) -> numpy.ndarray:
+    """[pooled | hidden state 0] side by side: the input of a chain starting with
+    remove_static (what `ContextualVectors.transform_input` builds)."""
+    return numpy.concatenate([pooled, numpy.take(states, 0, axis=axis)], axis=1)
+
+
 def pool_layers(X: numpy.ndarray, layer: int, n_layers: int, axis: int) -> numpy.ndarray:
     idx = layer_indices(X.shape[axis], layer, n_layers)
     return numpy.take(X, idx, axis=axis).mean(axis=axis)
@@ -239,8 +245,8 @@ def main(argv=None):
         fit_X = pool_layers(corpus, layer, n_layers, axis=0)
         pooled = {k: pool_layers(v, layer, n_layers, axis=1) for k, v in arrays.items()}
         # remove_static reads the embedding layer's vector (hidden state 0) beside the chosen one.
-        fit_X_static = numpy.concatenate([fit_X, corpus[0]], axis=1)
-        pooled_static = {k: numpy.concatenate([v, arrays[k][:, 0]], axis=1) for k, v in pooled.items()}
+        fit_X_static = with_static(fit_X, corpus, axis=0)
+        pooled_static = {k: with_static(v, arrays[k], axis=1) for k, v in pooled.items()}
         for tname, steps, n_components in TRANSFORMS:
             chain = make_transform_chain(steps, n_components=n_components)
             inputs = pooled_static if chain.needs_static else pooled
@@ -308,7 +314,7 @@ def main(argv=None):
     component_dev = wic_scores(check, dev, args.batch_size, best["context_weight"])
     def chain_input(k):
         pooled = pool_layers(arrays[k], best["layer"], best["n_layers"], 1)
-        return numpy.concatenate([pooled, arrays[k][:, 0]], axis=1) if best["chain"].needs_static else pooled
+        return with_static(pooled, arrays[k], axis=1) if best["chain"].needs_static else pooled
 
     pooled_dev = [best["chain"].apply(chain_input(k)) for k in keys[4:]]
     cached_dev = cosine_rows(mix_context(pooled_dev[0], pooled_dev[2], best["context_weight"]),

@@ -196,13 +196,13 @@ class ContextualVectors(Pipe):
         raw = self.raw_vectors(doc)
         if not self.transform.needs_static:
             return raw
-        if doc._.get(ENCODING_ATTR).layers is None:
+        encoding = doc._.get(ENCODING_ATTR)
+        if encoding.layers is None:
             raise SpacyMlmError(
                 f"'{self.name}': the remove_static transform needs the embedding layer's output: "
                 "build the mlm_encoder model with output_hidden_states = true"
             )
-        static = contextual_token_vectors(doc._.get(ENCODING_ATTR), self.pooling, 0, 1)
-        return numpy.concatenate([raw, static], axis=1)
+        return numpy.concatenate([raw, contextual_token_vectors(encoding, self.pooling, 0, 1)], axis=1)
 
     def vectors(self, doc: Doc) -> numpy.ndarray:
         """Transformed (n_tokens, width) vectors; tokens without pieces stay zero.
