@@ -3,12 +3,13 @@ __version__ = "0.1.0"
 
 # Importing these registers the factories and architectures (setup.py entry
 # points do the same for spaCy when the package is installed).
-from .encoder import listener, model  # noqa: E402,F401
-from .encoder.pair import make_pair_doc  # noqa: E402,F401
+from .models import encoder, listener  # noqa: E402,F401
+from .tokenization.pair import make_pair_doc  # noqa: E402,F401
 from .pipeline.encoder import MLMEncoder  # noqa: E402,F401
 from .pipeline import ner  # noqa: E402,F401
 from .readers import conll  # noqa: E402,F401
-from .classification import model as _classifier_head, optimizer as _layer_decay  # noqa: E402,F401
+from .models import classifier as _classifier_head  # noqa: E402,F401
+from .training import optimizer as _layer_decay  # noqa: E402,F401
 from .pipeline import classifier  # noqa: E402,F401
 from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402,F401
 from .readers import nli, textcat  # noqa: E402,F401

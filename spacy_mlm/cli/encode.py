@@ -30,7 +30,7 @@ def encode_cli(
     lang: str = typer.Option("en", help="language of the blank pipeline wrapped around an HF directory"),
 ):
     """Show the subword pieces of TEXT, their alignment to spaCy tokens and the vector sizes."""
-    from ..encoder.pair import make_pair_doc
+    from ..tokenization.pair import make_pair_doc
 
     nlp = load_encoder_pipeline(model, lang)
     doc = nlp(make_pair_doc(nlp, text, pair) if pair is not None else text)
@@ -50,8 +50,8 @@ def export_encoder_cli(
     """Write the (fine-tuned) encoder and tokenizer as a plain Hugging Face directory."""
     import spacy
 
-    from ..encoder.backbone import save_backbone
-    from ..encoder.model import get_hf_model
+    from ..models.hf import save_backbone
+    from ..models.encoder import get_hf_model
     from ..pipeline.encoder import MLMEncoder
 
     nlp = spacy.load(pipeline)

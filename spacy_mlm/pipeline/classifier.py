@@ -28,7 +28,7 @@ from ..classification.losses import (
     sigmoid_binary_cross_entropy,
     softmax_cross_entropy,
 )
-from ..encoder.pair import make_pair_doc
+from ..tokenization.pair import make_pair_doc
 from ..errors import SpacyMlmError
 from ..util.save import checked_from_disk
 

@@ -16,10 +16,10 @@ from spacy.training import Example, validate_get_examples
 from spacy.util import ensure_path
 from thinc.api import Config, Model, Optimizer
 
-from ..encoder.backbone import load_backbone, save_backbone
-from ..encoder.listener import EncoderListener
-from ..encoder.model import EncoderBatch, _set_backbone, get_hf_model
-from ..encoder.output import ENCODING_ATTR, DocEncoding
+from ..models.hf import load_backbone, save_backbone
+from ..models.listener import EncoderListener
+from ..models.encoder import EncoderBatch, _set_backbone, get_hf_model
+from ..models.encoding import ENCODING_ATTR, DocEncoding
 from ..errors import ModelLoadError
 from ..util.io import atomic_write_text
 

@@ -31,7 +31,7 @@ from thinc.types import Floats2d, Ragged
 
 from ..errors import NotInitializedError, SpacyMlmError
 from ..util.save import checked_from_disk
-from ..tagging import model as _token_tagger  # noqa: F401  (registers spacy_mlm.TokenTagger.v1 and .v2)
+from ..models import tagger as _token_tagger  # noqa: F401  (registers spacy_mlm.TokenTagger.v1 and .v2)
 from ..tagging.pieces import SUBWORD_POOLINGS, pool_piece_scores
 from ..tagging.crf import FORBIDDEN, apply_constraints, crf_marginals, crf_nll, crf_viterbi
 from ..tagging.schemes import make_tag_labels, normalize_scheme, spans_to_tags, tags_to_spans, transition_constraints

@@ -26,7 +26,7 @@ from spacy.pipeline import Pipe
 from spacy.tokens import Doc, Span, Token
 from spacy.util import ensure_path
 
-from ..encoder.output import ENCODING_ATTR, POOLINGS, DocEncoding, pool_tokens
+from ..models.encoding import ENCODING_ATTR, POOLINGS, DocEncoding, pool_tokens
 from ..errors import ModelLoadError, SpacyMlmError
 from .encoder import MLMEncoder
 from ..similarity.scoring import cosine_rows

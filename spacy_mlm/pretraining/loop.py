@@ -108,7 +108,7 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: 
         trained.save_pretrained(str(tokenizer_dir))
         logger.info("Trained a %s tokenizer (%d entries) on the corpus", scratch["tokenizer"], len(trained))
     dist.barrier()
-    from ..encoder.backbone import load_tokenizer
+    from ..models.hf import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
     sizes = {k: scratch[k] for k in ("architecture", "hidden_size", "num_layers", "num_heads", "intermediate_size", "dropout")}

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedModel
 
-from ..encoder.backbone import ROBERTA_LIKE, WEIGHT_FILES, _check_model_dir, check_vocab, load_tokenizer, scratch_config
+from ..models.hf import ROBERTA_LIKE, WEIGHT_FILES, _check_model_dir, check_vocab, load_tokenizer, scratch_config
 from ..errors import ModelLoadError
 from ..util.io import atomic_directory
 from .objectives import find_mlm_head

@@ -219,7 +219,7 @@ class NLICorpus:
         return self._data
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
-        from ..encoder.pair import make_pair_doc
+        from ..tokenization.pair import make_pair_doc
 
         labels = self.data.labels
         for eg in select(self.data.examples, self.limit, self.shuffle, self.seed):

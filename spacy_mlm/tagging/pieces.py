@@ -24,8 +24,8 @@ from spacy.util import registry
 from thinc.api import Model, get_current_ops, torch2xp, xp2torch
 from thinc.types import Ragged
 
-from ..encoder.listener import EncoderListener, _check_width, backprop_to_encoder
-from ..encoder.output import ENCODING_ATTR
+from ..models.listener import EncoderListener, _check_width, backprop_to_encoder
+from ..models.encoding import ENCODING_ATTR
 
 SUBWORD_POOLINGS = ("first", "mean")
 

@@ -9,7 +9,7 @@ from thinc.api import Adam
 from transformers import AutoModel, AutoTokenizer
 
 import spacy_mlm
-from spacy_mlm.encoder.model import get_hf_model
+from spacy_mlm.models.encoder import get_hf_model
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.pipeline.classifier import cats_accuracy
 

@@ -5,7 +5,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 import spacy_mlm
-from spacy_mlm.encoder.model import get_hf_model
+from spacy_mlm.models.encoder import get_hf_model
 from spacy_mlm.errors import ModelLoadError, NotInitializedError
 
 TEXTS = ["Anna Berg works for the Northwind Company in Oslo.", "The river bank was muddy.", ""]

@@ -6,7 +6,7 @@ import torch
 from spacy.training import Example
 
 import spacy_mlm  # noqa: F401
-from spacy_mlm.encoder.model import get_hf_model
+from spacy_mlm.models.encoder import get_hf_model
 
 LISTENER = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": "mean"}
 
@@ -130,8 +130,8 @@ def test_frozen_layers_do_not_change(tiny_model_dir, trainable_layers):
 
 def test_listener_gradient_matches_plain_torch(tiny_model_dir):
     """Gradients reaching the transformer through listener + encoder equal plain autograd."""
-    from spacy_mlm.encoder.listener import build_encoder_listener_v1
-    from spacy_mlm.encoder.output import pool_tokens
+    from spacy_mlm.models.listener import build_encoder_listener_v1
+    from spacy_mlm.models.encoding import pool_tokens
 
     nlp = _nlp(tiny_model_dir)
     nlp.initialize()

@@ -10,7 +10,7 @@ import spacy
 import srsly
 
 import spacy_mlm  # noqa: F401
-from spacy_mlm.encoder.backbone import load_backbone
+from spacy_mlm.models.hf import load_backbone
 from spacy_mlm.errors import ModelLoadError
 
 

@@ -11,8 +11,8 @@ import torch
 import spacy_mlm  # noqa: F401
 import spacy.util
 import transformers.modeling_utils as modeling_utils
-from spacy_mlm.encoder.backbone import load_backbone
-from spacy_mlm.encoder.model import get_hf_model
+from spacy_mlm.models.hf import load_backbone
+from spacy_mlm.models.encoder import get_hf_model
 from spacy_mlm.util.io import atomic_directory
 
 TEXT = "Anna Berg works for the Northwind Company in Oslo."

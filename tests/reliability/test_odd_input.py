@@ -165,7 +165,7 @@ LONG_DOC_SCRIPT = textwrap.dedent(
     """
     import json, resource, sys
     import spacy, spacy_mlm
-    from spacy_mlm.encoder.model import get_hf_model
+    from spacy_mlm.models.encoder import get_hf_model
 
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": sys.argv[1], "overlap": 8}})

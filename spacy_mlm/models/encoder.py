@@ -18,17 +18,17 @@ from spacy.util import registry
 from thinc.api import Model, PyTorchShim
 
 from ..errors import NotInitializedError
-from .align import Alignment, align_pieces_to_tokens
-from .batching import length_batches
-from .backbone import (
+from ..tokenization.align import Alignment, align_pieces_to_tokens
+from ..tokenization.batching import length_batches
+from .hf import (
     build_scratch_backbone,
     freeze_backbone,
     load_backbone,
     max_positions,
     uses_token_type_ids,
 )
-from .output import DocEncoding
-from .tokenize import DocPieces, PieceTokenizer
+from .encoding import DocEncoding
+from ..tokenization.tokenizer import DocPieces, PieceTokenizer
 
 
 @dataclass

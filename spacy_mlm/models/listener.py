@@ -19,8 +19,8 @@ from thinc.api import Model, get_current_ops, torch2xp, xp2torch
 from thinc.types import Floats2d
 
 from ..errors import SpacyMlmError
-from .model import EncoderBatch
-from .output import ENCODING_ATTR, POOLINGS, pool_tokens
+from .encoder import EncoderBatch
+from .encoding import ENCODING_ATTR, POOLINGS, pool_tokens
 
 DOC_POOLINGS = ("cls", "doc_mean")
 

@@ -3,7 +3,7 @@ import spacy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_mlm.encoder.align import align_pieces_to_tokens
+from spacy_mlm.tokenization.align import align_pieces_to_tokens
 
 
 def brute_force(tok_spans, piece_spans):

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from spacy.tokens import Doc
 
-from .align import Alignment
+from ..tokenization.align import Alignment
 
 ENCODING_ATTR = "mlm_encoding"
 

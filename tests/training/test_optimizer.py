@@ -2,7 +2,7 @@ import numpy
 import pytest
 from thinc.api import registry
 
-from spacy_mlm.classification.optimizer import layer_lr_scale, parameter_depth
+from spacy_mlm.training.optimizer import layer_lr_scale, parameter_depth
 
 
 @pytest.mark.parametrize(

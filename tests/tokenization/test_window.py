@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spacy_mlm.encoder.window import merge_owner, window_spans
+from spacy_mlm.tokenization.window import merge_owner, window_spans
 
 
 def test_short_sequence_is_one_window():

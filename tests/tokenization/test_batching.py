@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_mlm.encoder.batching import length_batches
+from spacy_mlm.tokenization.batching import length_batches
 
 
 def cost(groups, lengths, pass_cost):
