@@ -30,7 +30,7 @@ setup(
         ],
         "spacy_factories": [
             "mlm_encoder = spacy_mlm.pipeline.encoder:make_mlm_encoder",
-            "mlm_vectors = spacy_mlm.pipeline.similarity:make_mlm_vectors",
+            "mlm_vectors = spacy_mlm.pipeline.vectors:make_mlm_vectors",
             "mlm_ner = spacy_mlm.pipeline.ner:make_mlm_ner",
             "mlm_textcat = spacy_mlm.pipeline.classifier:make_mlm_textcat",
         ],

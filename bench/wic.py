@@ -52,12 +52,8 @@ import spacy  # noqa: E402
 import torch  # noqa: E402
 
 import spacy_mlm  # noqa: E402,F401
-from spacy_mlm.pipeline.similarity import (  # noqa: E402
-    contextual_token_vectors,
-    docs_before,
-    layer_indices,
-    make_vectors_pipeline,
-)
+from spacy_mlm.similarity.layers import contextual_token_vectors, layer_indices  # noqa: E402
+from spacy_mlm.similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
 from spacy_mlm.readers.corpus import read_corpus  # noqa: E402
 from spacy_mlm.readers.wic import read_wic_split, target_span  # noqa: E402
 from spacy_mlm.similarity.scoring import cosine_rows  # noqa: E402
@@ -147,7 +143,7 @@ def our_corpus_vectors(nlp, texts, batch_size, max_vectors):
 
 def with_static(pooled: numpy.ndarray, states: numpy.ndarray, axis: int) -> numpy.ndarray:
     """[pooled | hidden state 0] side by side: the input of a chain starting with
-    remove_static (what `ContextualVectors.transform_input` builds)."""
+    remove_static (what `spacy_mlm.similarity.layers.transform_input` builds)."""
     return numpy.concatenate([pooled, numpy.take(states, 0, axis=axis)], axis=1)
 
 

@@ -31,7 +31,7 @@ import spacy  # noqa: E402
 import torch  # noqa: E402
 
 import spacy_mlm  # noqa: E402,F401
-from spacy_mlm.pipeline.similarity import docs_before, make_vectors_pipeline  # noqa: E402
+from spacy_mlm.similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
 from spacy_mlm.readers.wsd import read_wsd_corpus, sentence_doc  # noqa: E402
 from spacy_mlm.similarity.senses import SenseInventory  # noqa: E402
 from spacy_mlm.similarity.transforms import make_transform_chain  # noqa: E402

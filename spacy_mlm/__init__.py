@@ -13,5 +13,5 @@ from .training import optimizer as _layer_decay  # noqa: E402,F401
 from .pipeline import classifier  # noqa: E402,F401
 from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402,F401
 from .readers import nli, textcat  # noqa: E402,F401
-from .pipeline import similarity  # noqa: E402,F401
+from .pipeline import vectors  # noqa: E402,F401
 from .util import save as _atomic_save  # noqa: E402,F401  (registers spacy_mlm.atomic_to_disk.v1)

@@ -28,7 +28,7 @@ def fit_transform_cli(
     import spacy_mlm  # noqa: F401  (registers the factories)
 
     from ..errors import SpacyMlmError
-    from ..pipeline.similarity import docs_before, load_vectors_pipeline
+    from ..similarity.pipelines import docs_before, load_vectors_pipeline
     from ..readers.corpus import read_corpus
     from ..util.io import atomic_directory
     from .wic import vector_overrides

@@ -46,7 +46,7 @@ def wic_cli(
     import spacy_mlm  # noqa: F401  (registers the factories)
 
     from ..errors import SpacyMlmError
-    from ..pipeline.similarity import docs_before, load_vectors_pipeline
+    from ..similarity.pipelines import docs_before, load_vectors_pipeline
     from ..readers.wic import read_wic_split
     from ..similarity.wic import evaluate_wic, wic_sentences
 

@@ -1,6 +1,9 @@
-"""Contextual word-sense similarity: fitted vector transformations, sense
-inventories and pair scoring. Pure numpy; the spaCy component lives in
-`spacy_mlm.pipeline.similarity`."""
+"""Contextual word-sense similarity: which hidden states a token vector comes
+from (`layers`), fitted vector transformations, sense inventories, the
+Doc/Span/Token hooks over `doc._.mlm_vectors` (`hooks`), Word-in-Context
+evaluation and pipeline builders (`pipelines`, not imported here: it imports
+the component). The spaCy component is `spacy_mlm.pipeline.vectors`
+("mlm_vectors"); pair scoring is `spacy_mlm.scoring.similarity`."""
 from .scoring import accuracy_at, cosine_rows, tune_threshold
 from .senses import SenseAssignment, SenseInventory
 from .transforms import (

@@ -4,15 +4,12 @@ import numpy
 import pytest
 import spacy
 
+from spacy.tokens import Doc, Token
+
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import ModelLoadError, SpacyMlmError
-from spacy_mlm.pipeline.similarity import (
-    ContextualVectors,
-    docs_before,
-    configure_vectors_component,
-    layer_indices,
-    make_vectors_pipeline,
-)
+from spacy_mlm.pipeline.vectors import ContextualVectors, install_extensions
+from spacy_mlm.similarity.pipelines import configure_vectors_component, docs_before, make_vectors_pipeline
 
 RIVER = "The river bank was muddy after the rain."
 MONEY = "She opened an account at the bank on Main Street."
@@ -24,9 +21,25 @@ TEXTS = [
 ]
 
 
+EXTENSIONS = [(Doc, "mlm_vectors"), (Token, "sense"), (Token, "sense_score")]
+
+
 @pytest.fixture(scope="module")
 def vec_nlp(tiny_model_dir):
     return make_vectors_pipeline(tiny_model_dir, all_layers=True)
+
+
+def remove_extensions():
+    for cls, name in EXTENSIONS:
+        if cls.has_extension(name):
+            cls.remove_extension(name)
+
+
+@pytest.fixture()
+def extensions_removable():
+    """A test may remove the mlm_vectors extensions; they are back afterwards."""
+    yield remove_extensions
+    install_extensions()
 
 
 def mean_pieces(doc, token, source):
@@ -74,11 +87,6 @@ def test_layer_choices(tiny_model_dir, vec_nlp):
     numpy.testing.assert_allclose(
         last2[3].vector, mean_pieces(last2, last2[3], (layers[1] + layers[2]) / 2), atol=1e-5
     )
-    assert layer_indices(3, -1, 2) == [1, 2] and layer_indices(3, 1, 1) == [1]
-    with pytest.raises(SpacyMlmError, match="does not exist"):
-        layer_indices(3, 5, 1)
-    with pytest.raises(SpacyMlmError, match="cannot average"):
-        layer_indices(3, 0, 2)
 
 
 def test_other_layer_needs_hidden_states(tiny_model_dir):
@@ -219,3 +227,28 @@ def test_bad_settings():
         nlp.add_pipe("mlm_vectors", config={"pooling": "median"})
     with pytest.raises(SpacyMlmError, match="sense_key"):
         nlp.add_pipe("mlm_vectors", config={"sense_key": "pos"})
+
+
+def test_the_factory_installs_the_extensions_also_in_spacy_load(extensions_removable, tmp_path):
+    extensions_removable()
+    assert not any(cls.has_extension(name) for cls, name in EXTENSIONS)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_vectors")
+    assert all(cls.has_extension(name) for cls, name in EXTENSIONS)
+    nlp.initialize()
+    nlp.to_disk(tmp_path / "vectors_only")
+    extensions_removable()
+    spacy.load(tmp_path / "vectors_only")
+    assert all(cls.has_extension(name) for cls, name in EXTENSIONS)
+
+
+def test_unpickled_doc_has_vectors_where_no_component_was_built(vec_nlp, extensions_removable):
+    """As in a spawned worker process: the hooks register doc._.mlm_vectors when
+    they first read it; the doc's vectors came with its user data."""
+    doc = vec_nlp(RIVER)
+    data = pickle.dumps(doc)
+    extensions_removable()
+    loaded = pickle.loads(data)
+    numpy.testing.assert_array_equal(loaded[2].vector, doc[2].vector)
+    assert Doc.has_extension("mlm_vectors")
+    assert loaded.similarity(doc) == pytest.approx(1.0, abs=1e-6)
