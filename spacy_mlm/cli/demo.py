@@ -1,20 +1,33 @@
-"""`spacy_mlm demo`: the main job. Runs the spaCy project's `demo` workflow for
-real (`spacy project run demo project`: convert the embedded default data,
-pretrain the packaged MiniLM on its raw text, train NER, text classification and
-NLI from the pretrained encoder, evaluate them, WiC), then prints the results
-table and one example of each capability from the trained outputs."""
+"""`spacy_mlm demo`: the main job. Unpacks the spaCy project the package ships
+(package data: project.yml, scripts/, the embedded default data in
+assets_default/, and the training configs) into a working folder, runs its
+`demo` workflow there for real (convert the default data, pretrain the packaged
+MiniLM on its raw text, train NER, text classification and NLI from the
+pretrained encoder, evaluate them, WiC), then prints the results table and one
+example of each capability from the trained outputs. Works the same from a
+checkout (editable install) and from an installed wheel."""
+import fnmatch
 import json
 import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import List, Tuple
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import Dict, Iterator, List, Tuple
 
 import typer
 
+from ..util.io import atomic_write_bytes
 from . import app
 
-PROJECT_DIR = Path(__file__).resolve().parents[2] / "project"
+DEFAULT_DIR = Path("spacy-mlm-demo")
+# What the package ships of each tree, as top-level names or patterns: the same
+# files setup.py's package_data lists. The generated folders a run writes next to
+# them (assets/, corpus/, training/, metrics/, packages/, project.lock) are not shipped.
+SHIPPED: Dict[str, Tuple[str, ...]] = {
+    "project": ("project.yml", "README.md", "scripts", "assets_default"),
+    "configs": ("*.cfg",),
+}
 
 EXAMPLE_SENTENCE = "Lena Okafor flew from Vienna to Quebec with Maple Airlines on Tuesday ."
 EXAMPLE_REVIEW = "the soundtrack was gripping and charming ."
@@ -22,6 +35,51 @@ EXAMPLE_PAIR = ("A boy is climbing a tree in a park .", "A child is climbing .")
 EXAMPLE_BLANK = "She opened an account at the ___ ."
 EXAMPLE_USES = ("We sat on the bank and watched the boats .", "She opened an account at the bank .",
                 "The bank raised its interest rates .")
+
+
+def packaged_trees() -> Dict[str, object]:
+    """The project and the configs as package data: importlib.resources
+    Traversables of `spacy_mlm.project` and `spacy_mlm.configs`, which setup.py
+    maps from the repository's project/ and configs/. Found through the import
+    system, so from a wheel, an sdist install or an editable checkout alike."""
+    try:
+        return {name: resources.files(f"spacy_mlm.{name}") for name in SHIPPED}
+    except ModuleNotFoundError as error:
+        import spacy_mlm
+
+        raise RuntimeError(
+            f"{error.name} (package data) not found: spacy_mlm was imported from {Path(spacy_mlm.__file__).parent}, "
+            "a source folder that is not installed; install it (pip install . or pip install -e .) "
+            "and run from another folder"
+        ) from None
+
+
+def shipped_files(tree, patterns) -> Iterator[Tuple[PurePosixPath, object]]:
+    """(path inside the tree, file) for every shipped file of `tree`."""
+    stack = [(PurePosixPath(entry.name), entry) for entry in tree.iterdir()
+             if any(fnmatch.fnmatch(entry.name, pattern) for pattern in patterns)]
+    while stack:
+        relative, node = stack.pop()
+        if node.is_dir():
+            stack.extend((relative / child.name, child) for child in node.iterdir() if child.name != "__pycache__")
+        else:
+            yield relative, node
+
+
+def unpack_project(directory: Path) -> Path:
+    """Write the packaged project into DIRECTORY/project and the configs into
+    DIRECTORY/configs: the repository's layout, so project.yml's
+    `configs: ../configs` and `data_dir: project/assets_default` (relative to the
+    folder above the project) hold unchanged. Only files whose content differs
+    are rewritten and outputs of earlier runs are left alone, so a rerun skips
+    the steps that are done. Returns DIRECTORY/project."""
+    for name, tree in packaged_trees().items():
+        for relative, source in shipped_files(tree, SHIPPED[name]):
+            target = directory / name / relative
+            data = source.read_bytes()
+            if not target.is_file() or target.read_bytes() != data:
+                atomic_write_bytes(target, data)
+    return directory / "project"
 
 
 def results_table(project_dir: Path) -> List[Tuple[str, str, str, str]]:
@@ -95,15 +153,21 @@ def print_examples(project_dir: Path) -> None:
 @app.command("demo", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def demo_cli(
     ctx: typer.Context,
-    project_dir: Path = typer.Option(PROJECT_DIR, help="the spaCy project folder (project.yml)"),
+    directory: Path = typer.Option(
+        DEFAULT_DIR, "--dir",
+        help="working folder: the packaged project is unpacked into DIR/project (configs into DIR/configs) "
+             "and runs there; its outputs stay for the next run",
+    ),
     workflow: str = typer.Option("demo", help="workflow to run (demo = embedded default data)"),
     run: bool = typer.Option(True, "--run/--no-run", help="run the workflow (else only report the last results)"),
     force: bool = typer.Option(False, help="rerun every command even if its inputs did not change"),
 ):
-    """Run the project's demo workflow, then print the results table and one
-    example per capability. Extra options are passed on as project vars, e.g.
+    """Unpack the packaged spaCy project into --dir (default ./spacy-mlm-demo),
+    run its demo workflow there, then print the results table and one example
+    per capability. Extra options are passed on as project vars, e.g.
     --vars.train_steps 300."""
     started = time.time()
+    project_dir = unpack_project(directory) if run else directory / "project"
     if run:
         command: List[str] = [sys.executable, "-m", "spacy", "project", "run", workflow, str(project_dir), *ctx.args]
         if force:
@@ -112,6 +176,9 @@ def demo_cli(
         if subprocess.run(command).returncode:
             typer.echo("error: the project workflow failed (see above)", err=True)
             raise typer.Exit(1)
+    elif not (project_dir / "training").is_dir():
+        typer.echo(f"error: no results in {project_dir} (run the demo there first: drop --no-run)", err=True)
+        raise typer.Exit(1)
     typer.echo(f"\nResults ({project_dir}/metrics, charts and displaCy HTML there too)")
     print_table(results_table(project_dir))
     print_examples(project_dir)
