@@ -14,8 +14,8 @@ setup(
     packages=[*find_packages(include=["spacy_mlm", "spacy_mlm.*"]), "spacy_mlm.project", "spacy_mlm.configs"],
     package_dir={"spacy_mlm.project": "project", "spacy_mlm.configs": "configs"},
     package_data={
-        "spacy_mlm.project": ["project.yml", "README.md", "scripts/*.py", "assets_default/**/*"],
-        "spacy_mlm.configs": ["*.cfg"],
+        "spacy_mlm.project": ["project.yml", "README.md", "scripts/*", "assets_default/**/*"],
+        "spacy_mlm.configs": ["**/*.cfg"],
     },
     python_requires=">=3.10",
     install_requires=[

@@ -21,12 +21,13 @@ from ..util.io import atomic_write_bytes
 from . import app
 
 DEFAULT_DIR = Path("spacy-mlm-demo")
-# What the package ships of each tree, as top-level names or patterns: the same
-# files setup.py's package_data lists. The generated folders a run writes next to
-# them (assets/, corpus/, training/, metrics/, packages/, project.lock) are not shipped.
-SHIPPED: Dict[str, Tuple[str, ...]] = {
-    "project": ("project.yml", "README.md", "scripts", "assets_default"),
-    "configs": ("*.cfg",),
+# What the package ships of each tree: (its top-level entries, as names or
+# patterns; the files kept inside them), the files setup.py's package_data lists.
+# Not shipped: the generated folders a run writes next to them (assets/, corpus/,
+# training/, metrics/, packages/, project.lock) and the __init__.py markers.
+SHIPPED: Dict[str, Tuple[Tuple[str, ...], str]] = {
+    "project": (("project.yml", "README.md", "scripts", "assets_default"), "*"),
+    "configs": (("*",), "*.cfg"),
 }
 
 EXAMPLE_SENTENCE = "Lena Okafor flew from Vienna to Quebec with Maple Airlines on Tuesday ."
@@ -54,15 +55,16 @@ def packaged_trees() -> Dict[str, object]:
         ) from None
 
 
-def shipped_files(tree, patterns) -> Iterator[Tuple[PurePosixPath, object]]:
+def shipped_files(tree, shipped) -> Iterator[Tuple[PurePosixPath, object]]:
     """(path inside the tree, file) for every shipped file of `tree`."""
+    entries, file_pattern = shipped
     stack = [(PurePosixPath(entry.name), entry) for entry in tree.iterdir()
-             if any(fnmatch.fnmatch(entry.name, pattern) for pattern in patterns)]
+             if any(fnmatch.fnmatch(entry.name, pattern) for pattern in entries)]
     while stack:
         relative, node = stack.pop()
         if node.is_dir():
             stack.extend((relative / child.name, child) for child in node.iterdir() if child.name != "__pycache__")
-        else:
+        elif fnmatch.fnmatch(node.name, file_pattern):
             yield relative, node
 
 

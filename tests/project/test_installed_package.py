@@ -80,7 +80,7 @@ def test_wheel_holds_the_project_and_configs_and_no_run_outputs(wheel, checkout_
     shipped = {name[len("spacy_mlm/"):] for name in names
                if name.startswith(("spacy_mlm/project/", "spacy_mlm/configs/")) and not name.endswith("/__init__.py")}
     assert {"project/project.yml", "project/scripts/convert.py", "project/assets_default/conll2003/train.txt",
-            "configs/ner.cfg", "configs/pretrain.cfg"} <= shipped
+            "configs/ner.cfg", "configs/pretraining/pretrain.cfg"} <= shipped
     assert not {name for name in shipped if name.startswith(tuple(f"project/{p}" for p in RUN_OUTPUTS))}
     assert shipped == set(checkout_files), "setup.py's package_data and demo.SHIPPED list different files"
     assert zipfile.ZipFile(wheel).read("spacy_mlm/project/project.yml") == checkout_files["project/project.yml"]
