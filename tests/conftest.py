@@ -38,3 +38,27 @@ def encoder_nlp(tiny_model_dir):
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
     nlp.initialize()
     return nlp
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not _cuda_available(), reason="no CUDA device"))])
+def device(request):
+    """Runs a test once on the CPU and, where a CUDA device exists, once on it
+    (`spacy.require_gpu()`: thinc's ops and every torch module on the GPU)."""
+    import spacy
+
+    if request.param == "cuda":
+        spacy.require_gpu()
+    try:
+        yield request.param
+    finally:
+        if request.param == "cuda":
+            spacy.require_cpu()

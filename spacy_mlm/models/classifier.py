@@ -1,102 +1,116 @@
-"""The classification head: one vector per Doc from the encoder listener
-([CLS] or mean over pieces), optional hidden layer, dropout, and a linear output
-layer with softmax (exclusive classes) or sigmoid (multi-label).
+"""The classification head: a torch module over one vector per Doc.
 
-The head outputs probabilities, but its output layer's backward pass takes the
-gradient with respect to the *logits* (see `losses.py`), the same convention as
-thinc's `Softmax`; the `mlm_textcat` component's `get_loss` produces exactly that.
+The listener gives one row per doc ([CLS] or the mean of the pieces) or one
+per token (then averaged here); an optional ReLU hidden layer and a linear
+output layer give the logits. Dropout uses the training rate that spaCy sets
+on the model (`[training] dropout`, `drop` in `nlp.update`). The thinc model
+`spacy_mlm.ClassifierHead.v3` returns the logits as a torch tensor on the
+encoder's device: in training a leaf whose gradient the component's loss
+fills (`classification/losses.py`), then pushed back through the head, the
+listener and the encoder.
 """
 from typing import List, Optional
 
+import torch
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Dropout, Model, Relu, chain, list2ragged, reduce_mean
+from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d
 
-from ..util.init import fixed_normal_init
-
-HEAD_NAME = "mlm_classifier_head"
-
-
-@registry.architectures("spacy_mlm.ClassifierHead.v1")
-def build_classifier_head_v1(
-    tok2vec: Model[List[Doc], List[Floats2d]],
-    exclusive_classes: bool = True,
-    hidden_width: int = 0,
-    nO: Optional[int] = None,
-) -> Model[List[Doc], Floats2d]:
-    """As `spacy_mlm.ClassifierHead.v2` with a zero-initialised output layer
-    (slow to start fine-tuning: kept for pipelines trained with it)."""
-    return build_classifier_head_v2(tok2vec, exclusive_classes, hidden_width, nO, init_std=0.0)
+from ..errors import SpacyMlmError
+from .torch_shim import TorchShim
 
 
-@registry.architectures("spacy_mlm.ClassifierHead.v2")
-def build_classifier_head_v2(
+class ClassifierHead(torch.nn.Module):
+    def __init__(self, width: int, n_labels: int, hidden_width: int, init_std: float):
+        super().__init__()
+        self.hidden = torch.nn.Linear(width, hidden_width) if hidden_width else None
+        self.output = torch.nn.Linear(hidden_width or width, n_labels)
+        # Normal(0, init_std) as Hugging Face's classification heads (0 = zeros)
+        if init_std > 0:
+            torch.nn.init.normal_(self.output.weight, std=init_std)
+        else:
+            torch.nn.init.zeros_(self.output.weight)
+        torch.nn.init.zeros_(self.output.bias)
+
+    def forward(self, vectors: torch.Tensor, dropout: float = 0.0) -> torch.Tensor:
+        if self.hidden is not None:
+            vectors = torch.relu(self.hidden(torch.nn.functional.dropout(vectors, dropout, self.training)))
+        return self.output(torch.nn.functional.dropout(vectors, dropout, self.training))
+
+
+@registry.architectures("spacy_mlm.ClassifierHead.v3")
+def build_classifier_head_v3(
     tok2vec: Model[List[Doc], List[Floats2d]],
     exclusive_classes: bool = True,
     hidden_width: int = 0,
     nO: Optional[int] = None,
     init_std: float = 0.02,
-) -> Model[List[Doc], Floats2d]:
-    """Classifier on a listener's output.
+) -> Model[List[Doc], torch.Tensor]:
+    """Classifier logits (n_docs, nO) on a listener's output.
 
     tok2vec: usually `spacy_mlm.EncoderListener.v1` with pooling "cls" or
-        "doc_mean" (one row per doc); with a per-token pooling the token rows are
-        averaged.
+        "doc_mean" (one row per doc); with a per-token pooling the token rows
+        are averaged.
     exclusive_classes: softmax over the labels (one per doc) if true, else an
         independent sigmoid per label (multi-label).
     hidden_width: width of an extra ReLU layer before the output; 0 = none.
-    nO: number of labels; inferred from the data in `initialize` when null.
-    init_std: the output weights start as Normal(0, init_std), as in Hugging
-        Face's classification heads (0 = zeros).
-    Dropout before each dense layer uses the training dropout rate
-    (`[training] dropout`, or `drop` in `nlp.update`)."""
-    layers: List[Model] = [list2ragged(), reduce_mean()]
-    if hidden_width:
-        layers += [Dropout(0.0), Relu(nO=hidden_width)]
-    output = build_class_output(nO, exclusive_classes, init_std)
-    layers += [Dropout(0.0), output]
-    model = chain(tok2vec, *layers)
-    model.name = HEAD_NAME
-    model.set_ref("tok2vec", tok2vec)
-    model.set_ref("output_layer", output)
-    model.attrs["exclusive_classes"] = bool(exclusive_classes)
-    return model
-
-
-def build_class_output(nO: Optional[int], exclusive_classes: bool, init_std: float = 0.0) -> Model[Floats2d, Floats2d]:
-    """Linear layer + softmax/sigmoid whose backward expects d(loss)/d(logits)."""
+    nO: number of labels; set by the component from its labels.
+    init_std: the output weights start as Normal(0, init_std)."""
     return Model(
-        "class_output",
-        _output_forward,
-        init=_output_init,
+        "mlm_classifier_head",
+        _classifier_forward,
+        init=_classifier_init,
         dims={"nO": nO, "nI": None},
-        params={"W": None, "b": None},
-        attrs={"exclusive_classes": bool(exclusive_classes), "init_std": float(init_std)},
+        layers=[tok2vec],
+        refs={"tok2vec": tok2vec},
+        shims=[TorchShim(build=ClassifierHead)],
+        attrs={"exclusive_classes": bool(exclusive_classes), "hidden_width": hidden_width,
+               "init_std": init_std, "dropout_rate": 0.0},
     )
 
 
-def _output_init(model: Model, X: Optional[Floats2d] = None, Y: Optional[Floats2d] = None) -> None:
-    if X is not None and not model.has_dim("nI"):
-        model.set_dim("nI", X.shape[1])
+def _classifier_init(model: Model, X=None, Y=None):
+    tok2vec = model.get_ref("tok2vec")
+    tok2vec.initialize(X=X)
+    if not tok2vec.has_dim("nO"):
+        raise SpacyMlmError(
+            "the classifier's listener has no width yet: the encoder it listens to must be initialized first "
+            "(put it before the classifier in the pipeline), or set the listener's width"
+        )
     if Y is not None and not model.has_dim("nO"):
         model.set_dim("nO", Y.shape[1])
-    n_out, n_in = model.get_dim("nO"), model.get_dim("nI")
-    model.set_param("W", fixed_normal_init(model.attrs["init_std"])(model.ops, (n_out, n_in)))
-    model.set_param("b", model.ops.alloc1f(n_out))
+    model.set_dim("nI", tok2vec.get_dim("nO"), force=True)
+    model.shims[0].build(width=model.get_dim("nI"), n_labels=model.get_dim("nO"),
+                         hidden_width=model.attrs["hidden_width"], init_std=model.attrs["init_std"])
+    return model
 
 
-def _output_forward(model: Model, X: Floats2d, is_train: bool):
-    W, b = model.get_param("W"), model.get_param("b")
-    logits = model.ops.gemm(X, W, trans2=True) + b
-    if model.attrs["exclusive_classes"]:
-        probs = model.ops.softmax(logits)
-    else:
-        probs = model.ops.sigmoid(logits)
+def _doc_vectors(X: List[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
+    """(n_docs, width): each doc's rows averaged (a single row stays as it is)."""
+    if not X:
+        return torch.zeros((0, width), device=device)
+    if all(len(x) == 1 for x in X):
+        return torch.cat(X)
+    return torch.stack([x.mean(dim=0) if len(x) else x.new_zeros(width) for x in X])
 
-    def backprop(d_logits: Floats2d) -> Floats2d:
-        model.inc_grad("W", model.ops.gemm(d_logits, X, trans1=True))
-        model.inc_grad("b", d_logits.sum(axis=0))
-        return model.ops.gemm(d_logits, W)
 
-    return probs, backprop
+def _classifier_forward(model: Model, docs: List[Doc], is_train: bool):
+    head: ClassifierHead = model.shims[0].module
+    X, backprop_X = model.get_ref("tok2vec")(docs, is_train)
+    inputs = [xp2torch(x, requires_grad=is_train) for x in X]
+    vectors = _doc_vectors(inputs, model.get_dim("nI"), head.output.weight.device)
+    if not is_train:
+        head.eval()
+        with torch.inference_mode():
+            return head(vectors), lambda d: []
+    head.train()
+    logits = head(vectors, model.attrs["dropout_rate"])
+    leaf = logits.detach().requires_grad_(True)
+
+    def backprop(d_logits: torch.Tensor) -> List[Doc]:
+        """d_logits: the gradient of the loss for the logits."""
+        torch.autograd.backward(logits, d_logits)
+        return backprop_X([torch2xp(x.grad if x.grad is not None else torch.zeros_like(x)) for x in inputs])
+
+    return leaf, backprop

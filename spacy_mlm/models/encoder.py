@@ -7,15 +7,14 @@ merged) plus the [CLS] vectors. In training those tensors are autograd leaves: l
 from them and accumulate gradients into `.grad`; the backprop callback then
 pushes the accumulated gradient through the transformer once.
 """
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import torch
 from spacy.attrs import IDX, LENGTH
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, PyTorchShim
+from thinc.api import Model
 
 from ..errors import NotInitializedError
 from ..tokenization.align import Alignment, align_pieces_to_tokens
@@ -27,35 +26,25 @@ from .hf import (
     max_positions,
     uses_token_type_ids,
 )
-from .encoding import DocEncoding
+from .encoding import DocEncoding, EncoderBatch
+from .torch_shim import TorchShim
 from ..tokenization.tokenizer import DocPieces, PieceTokenizer
 
 
-@dataclass
-class EncoderBatch:
-    docs: List[Doc]
-    pieces: List[DocPieces]
-    alignments: List[Alignment]
-    hidden: List[torch.Tensor]  # per doc (n_pieces, width)
-    cls: torch.Tensor  # (n_docs, width)
-    layers: Optional[List[torch.Tensor]] = None  # per doc (n_layers + 1, n_pieces, width)
-    leaves: Tuple[torch.Tensor, ...] = ()  # in training: the tensors listeners' gradients accumulate in
-
-    def to_doc_encodings(self, tokenizer) -> List[DocEncoding]:
-        result = []
-        for i, (pieces, alignment) in enumerate(zip(self.pieces, self.alignments)):
-            result.append(
-                DocEncoding(
-                    piece_ids=pieces.ids,
-                    piece_offsets=np.stack([pieces.starts, pieces.ends], axis=1),
-                    alignment=alignment,
-                    hidden=self.hidden[i].detach().cpu().numpy(),
-                    cls=self.cls[i].detach().cpu().numpy(),
-                    layers=None if self.layers is None else self.layers[i].detach().cpu().numpy(),
-                    pieces=tokenizer.hf.convert_ids_to_tokens(pieces.ids.tolist()),
-                )
-            )
-        return result
+def to_doc_encodings(batch: EncoderBatch, tokenizer: PieceTokenizer) -> List[DocEncoding]:
+    """One `DocEncoding` per doc of a prediction batch, its tensors left on the device."""
+    return [
+        DocEncoding(
+            piece_ids=pieces.ids,
+            piece_offsets=np.stack([pieces.starts, pieces.ends], axis=1),
+            alignment=alignment,
+            hidden_tensor=batch.hidden[i],
+            cls_tensor=batch.cls[i],
+            layers_tensor=None if batch.layers is None else batch.layers[i],
+            pieces=tokenizer.hf.convert_ids_to_tokens(pieces.ids.tolist()),
+        )
+        for i, (pieces, alignment) in enumerate(zip(batch.pieces, batch.alignments))
+    ]
 
 
 def _encoder_model(init: Callable, **attrs) -> Model:
@@ -161,7 +150,7 @@ def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:
     window = model.attrs["window"] or limit
     model.attrs["tokenizer"] = PieceTokenizer(hf_tokenizer, min(window, limit), model.attrs["overlap"])
     model.attrs["type_ids"] = uses_token_type_ids(hf_model)
-    model.shims[:] = [PyTorchShim(hf_model)]
+    model.shims[:] = [TorchShim(hf_model)]
     model.set_dim("nO", int(hf_model.config.hidden_size), force=True)
 
 
@@ -170,7 +159,7 @@ def get_hf_model(model: Model):
         raise NotInitializedError(
             "the encoder has no weights yet: call nlp.initialize() (or load a saved pipeline) first"
         )
-    return model.shims[0]._model
+    return model.shims[0].module
 
 
 def forward(model: Model, docs: Sequence[Doc], is_train: bool):

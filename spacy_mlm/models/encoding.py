@@ -1,45 +1,47 @@
-"""What the encoder hands on: per-doc piece vectors and their pooling to tokens."""
+"""What the encoder hands on: a batch for the listeners in training
+(`EncoderBatch`) and one `DocEncoding` per Doc at prediction time.
+
+Both hold torch tensors on the model's device, so listeners and heads read
+them where they were computed (no copy to the host and back on a GPU). Users
+read `doc._.mlm_encoding.hidden` / `.cls` / `.layers` as numpy arrays on the
+CPU, copied on first access (on a CPU, a view without copy).
+"""
 from dataclasses import dataclass, field
-from typing import List, Optional
+from functools import cached_property
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
 from spacy.tokens import Doc
 
 from ..tokenization.align import Alignment
+from ..tokenization.tokenizer import DocPieces
+from .pooling import pool_tokens
 
 ENCODING_ATTR = "mlm_encoding"
 
-if not Doc.has_extension(ENCODING_ATTR):
-    Doc.set_extension(ENCODING_ATTR, default=None)
 
-POOLINGS = ("first", "mean", "last", "max")
+def install_encoding_extension() -> None:
+    """`doc._.mlm_encoding`, installed by the `mlm_encoder` factory."""
+    if not Doc.has_extension(ENCODING_ATTR):
+        Doc.set_extension(ENCODING_ATTR, default=None)
 
 
-def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> torch.Tensor:
-    """One row per spaCy token from the rows of its pieces; tokens without pieces
-    get zeros. Differentiable, so listeners use it in training too."""
-    n_tokens, width = alignment.n_tokens, hidden.shape[-1]
-    out = hidden.new_zeros((n_tokens, width))
-    if len(alignment.token_index) == 0:
-        return out
-    tok = torch.from_numpy(alignment.token_index).to(hidden.device)
-    piece = torch.from_numpy(alignment.piece_index).to(hidden.device)
-    if pooling == "mean":
-        out = out.index_add(0, tok, hidden[piece])
-        counts = torch.bincount(tok, minlength=n_tokens).clamp(min=1).to(hidden.dtype)
-        return out / counts[:, None]
-    if pooling == "max":
-        index = tok[:, None].expand(-1, width)
-        return out.scatter_reduce(0, index, hidden[piece], reduce="amax", include_self=False)
-    if pooling in ("first", "last"):
-        lengths = alignment.lengths()
-        ends = np.cumsum(lengths)
-        has = np.flatnonzero(lengths > 0)
-        pick = (ends - lengths)[has] if pooling == "first" else ends[has] - 1
-        rows = torch.from_numpy(alignment.piece_index[pick]).to(hidden.device)
-        return out.index_copy(0, torch.from_numpy(has).to(hidden.device), hidden[rows])
-    raise ValueError(f"unknown pooling {pooling!r}: expected one of {', '.join(POOLINGS)}")
+@dataclass
+class EncoderBatch:
+    """The encoder's output for one training batch, broadcast to the listeners."""
+
+    docs: List[Doc]
+    pieces: List[DocPieces]
+    alignments: List[Alignment]
+    hidden: List[torch.Tensor]  # per doc (n_pieces, width)
+    cls: torch.Tensor  # (n_docs, width)
+    layers: Optional[List[torch.Tensor]] = None  # per doc (n_layers + 1, n_pieces, width)
+    leaves: Tuple[torch.Tensor, ...] = ()  # in training: the tensors listeners' gradients accumulate in
+
+
+def _host(tensor: Optional[torch.Tensor]) -> Optional[np.ndarray]:
+    return None if tensor is None else tensor.detach().cpu().numpy()
 
 
 @dataclass
@@ -49,23 +51,39 @@ class DocEncoding:
     piece_ids: np.ndarray  # (n_pieces,)
     piece_offsets: np.ndarray  # (n_pieces, 2) char start/end in doc.text
     alignment: Alignment
-    hidden: np.ndarray  # (n_pieces, width) top layer
-    cls: np.ndarray  # (width,)
-    layers: Optional[np.ndarray] = None  # (n_layers + 1, n_pieces, width)
+    hidden_tensor: torch.Tensor  # (n_pieces, width) top layer, on the model's device
+    cls_tensor: torch.Tensor  # (width,)
+    layers_tensor: Optional[torch.Tensor] = None  # (n_layers + 1, n_pieces, width)
     pieces: List[str] = field(default_factory=list)
+
+    @cached_property
+    def hidden(self) -> np.ndarray:
+        """(n_pieces, width) float32, top layer, content pieces only."""
+        return _host(self.hidden_tensor)
+
+    @cached_property
+    def cls(self) -> np.ndarray:
+        """(width,) the [CLS] (<s>) vector of the first window."""
+        return _host(self.cls_tensor)
+
+    @cached_property
+    def layers(self) -> Optional[np.ndarray]:
+        """(n_layers + 1, n_pieces, width): embeddings and every layer, when the
+        encoder was built with `output_hidden_states = true`."""
+        return _host(self.layers_tensor)
 
     @property
     def width(self) -> int:
-        return int(self.hidden.shape[-1])
+        return int(self.hidden_tensor.shape[-1])
 
     def token_vectors(self, pooling: str = "mean", layer: Optional[int] = None) -> np.ndarray:
         """(len(doc), width) vectors from the top layer or from `layers[layer]`."""
         if layer is None:
-            source = self.hidden
-        elif self.layers is None:
+            source = self.hidden_tensor
+        elif self.layers_tensor is None:
             raise ValueError(
                 "this encoding has no per-layer outputs: build the encoder with output_hidden_states = true"
             )
         else:
-            source = self.layers[layer]
-        return pool_tokens(torch.from_numpy(np.ascontiguousarray(source)), self.alignment, pooling).numpy()
+            source = self.layers_tensor[layer]
+        return _host(pool_tokens(source, self.alignment, pooling))

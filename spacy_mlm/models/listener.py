@@ -6,31 +6,37 @@ each listener pools what it needs and, on backprop, adds its gradient to the
 shared leaves. The last listener's callback runs the transformer's backward
 pass and the optimizer step. At prediction time the listener reads the
 `doc._.mlm_encoding` the encoder component already set.
+
+Pooling runs in torch on the encoder's device; the output is thinc arrays that
+share the tensors' memory (numpy on CPU, cupy on GPU, no copy), so spaCy's own
+components (`ner`, `tagger`, `textcat`) listen as well as ours. The width is
+the encoder's: the encoder component sets it on its listeners when it loads.
 """
 from typing import Callable, List, Optional, Sequence
 
-import numpy as np
 import torch
 from spacy.errors import Errors
 from spacy.ml.models.tok2vec import Tok2VecListener
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model, get_current_ops, torch2xp, xp2torch
-from thinc.types import Floats2d
+from thinc.types import Floats2d, Ragged
 
 from ..errors import SpacyMlmError
-from .encoder import EncoderBatch
-from .encoding import ENCODING_ATTR, POOLINGS, pool_tokens
+from .encoding import ENCODING_ATTR, EncoderBatch
+from .pooling import DOC_POOLINGS, TOKEN_POOLINGS, piece_rows, pool_doc
 
-DOC_POOLINGS = ("cls", "doc_mean")
+PIECES = "pieces"
 
 
 class EncoderListener(Model):
     name = "mlm_encoder_listener"
 
-    def __init__(self, upstream_name: str, width: int, pooling: str):
-        if pooling not in POOLINGS + DOC_POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}: expected one of {', '.join(POOLINGS + DOC_POOLINGS)}")
+    def __init__(self, upstream_name: str, width: Optional[int], pooling: str):
+        if pooling not in TOKEN_POOLINGS + DOC_POOLINGS + (PIECES,):
+            raise ValueError(
+                f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS + DOC_POOLINGS)}"
+            )
         Model.__init__(self, name=self.name, forward=listener_forward, dims={"nO": width}, attrs={"pooling": pooling})
         self.upstream_name = upstream_name
         self._batch_id: Optional[int] = None
@@ -52,39 +58,68 @@ class EncoderListener(Model):
             raise ValueError(Errors.E953.format(id1=batch_id, id2=self._batch_id))
         return True
 
+    def set_width(self, width: int) -> None:
+        """Take the encoder's width (the encoder calls this when it loads); a
+        width given in the config must agree with it."""
+        if self.has_dim("nO") and self.get_dim("nO") != width:
+            raise SpacyMlmError(
+                f"the listener was configured with width = {self.get_dim('nO')} but the encoder produces vectors "
+                f"of width {width}: leave the listener's width unset (null) to take the encoder's"
+            )
+        self.set_dim("nO", width)
+
 
 @registry.architectures("spacy_mlm.EncoderListener.v1")
-def build_encoder_listener_v1(width: int, pooling: str = "mean", upstream: str = "*") -> Model[List[Doc], List[Floats2d]]:
+def build_encoder_listener_v1(
+    width: Optional[int] = None, pooling: str = "mean", upstream: str = "*"
+) -> Model[List[Doc], List[Floats2d]]:
     """One vector per token (pooling first/mean/last/max over its pieces) or one per
     doc ("cls": the [CLS] vector, "doc_mean": mean over the doc's pieces).
-    width: the encoder's hidden size (384 for MiniLM)."""
+    width: the encoder's hidden size; null = taken from the encoder when it loads."""
     return EncoderListener(upstream, width, pooling)
 
 
-def _pool_doc(hidden: torch.Tensor, cls: torch.Tensor, doc: Doc, alignment, pooling: str) -> torch.Tensor:
-    if pooling == "cls":
-        return cls[None, :]
-    if pooling == "doc_mean":
-        if len(hidden) == 0:
-            return cls[None, :]
-        return hidden.mean(dim=0, keepdim=True)
-    return pool_tokens(hidden, alignment, pooling)
+@registry.architectures("spacy_mlm.EncoderPieceListener.v1")
+def build_encoder_piece_listener_v1(width: Optional[int] = None, upstream: str = "*") -> Model[List[Doc], List[Ragged]]:
+    """One row per (token, piece) pair, grouped by token: a `Ragged` per doc whose
+    `lengths` are the pieces of each token (0 for a token without pieces), for
+    taggers that score every subword. width: as for the EncoderListener."""
+    return EncoderListener(upstream, width, PIECES)
+
+
+def _pool(pooling: str, hidden: torch.Tensor, cls: torch.Tensor, alignment) -> torch.Tensor:
+    return piece_rows(hidden, alignment) if pooling == PIECES else pool_doc(hidden, cls, alignment, pooling)
+
+
+def _to_thinc(pooling: str, rows: torch.Tensor, alignment):
+    array = torch2xp(rows.detach())
+    if pooling != PIECES:
+        return array
+    return Ragged(array, get_current_ops().asarray1i(alignment.lengths()))
+
+
+def _empty(model: EncoderListener, doc: Doc):
+    """Zeros for a doc the encoder has not seen (spaCy initializes downstream
+    models on such docs)."""
+    ops, width = get_current_ops(), model.get_dim("nO")
+    pooling = model.attrs["pooling"]
+    if pooling == PIECES:
+        return Ragged(ops.alloc2f(0, width), ops.alloc1i(len(doc)))
+    return ops.alloc2f(1 if pooling in DOC_POOLINGS else len(doc), width)
 
 
 def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
     pooling = model.attrs["pooling"]
-    ops = get_current_ops()
     if is_train and model._outputs is not None and model._batch_id == model.get_batch_id(docs):
         batch = model._outputs
-        _check_width(model, int(batch.cls.shape[-1]))
-        pooled = [
-            _pool_doc(h, batch.cls[i], doc, a, pooling)
-            for i, (h, doc, a) in enumerate(zip(batch.hidden, batch.docs, batch.alignments))
-        ]
-        outputs = [torch2xp(p.detach()) for p in pooled]
+        if not model.has_dim("nO") or model.get_dim("nO") != int(batch.cls.shape[-1]):
+            model.set_width(int(batch.cls.shape[-1]))
+        pooled = [_pool(pooling, h, batch.cls[i], a) for i, (h, a) in enumerate(zip(batch.hidden, batch.alignments))]
+        outputs = [_to_thinc(pooling, p, a) for p, a in zip(pooled, batch.alignments)]
 
-        def backprop(d_outputs: List[Floats2d]) -> List[Doc]:
-            backprop_to_encoder(model, pooled, [xp2torch(d) for d in d_outputs])
+        def backprop(d_outputs) -> List[Doc]:
+            grads = [xp2torch(d.data if isinstance(d, Ragged) else d) for d in d_outputs]
+            backprop_to_encoder(model, pooled, grads)
             return []
 
         return outputs, backprop
@@ -92,16 +127,14 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         model.verify_inputs(docs)  # raises the spaCy error that explains the mismatch
     outputs = []
     for doc in docs:
-        encoding = doc._.get(ENCODING_ATTR)
+        encoding = doc._.get(ENCODING_ATTR) if Doc.has_extension(ENCODING_ATTR) else None
         if encoding is None:
-            # spaCy initializes downstream models on docs the encoder has not seen
-            rows = 1 if pooling in DOC_POOLINGS else len(doc)
-            outputs.append(ops.alloc2f(rows, model.get_dim("nO")))
+            outputs.append(_empty(model, doc))
             continue
-        _check_width(model, encoding.width)
-        hidden = torch.from_numpy(np.ascontiguousarray(encoding.hidden))
-        cls = torch.from_numpy(np.ascontiguousarray(encoding.cls))
-        outputs.append(ops.asarray2f(_pool_doc(hidden, cls, doc, encoding.alignment, pooling).numpy()))
+        if not model.has_dim("nO") or model.get_dim("nO") != encoding.width:
+            model.set_width(encoding.width)
+        rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.alignment)
+        outputs.append(_to_thinc(pooling, rows, encoding.alignment))
     return outputs, lambda d_outputs: []
 
 
@@ -111,13 +144,5 @@ def backprop_to_encoder(model: Model, outputs: Sequence[torch.Tensor], grads: Se
     its listener is done so that it may step."""
     used = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad]
     if used:
-        torch.autograd.backward([o for o, _ in used], [g.to(o.dtype) for o, g in used])
+        torch.autograd.backward([o for o, _ in used], [g.to(device=o.device, dtype=o.dtype) for o, g in used])
     model._backprop(None)
-
-
-def _check_width(model: EncoderListener, width: int) -> None:
-    if model.get_dim("nO") != width:
-        raise SpacyMlmError(
-            f"the listener was configured with width = {model.get_dim('nO')} but the encoder produces vectors of "
-            f"width {width}: set the listener's width to {width}"
-        )

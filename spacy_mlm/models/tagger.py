@@ -1,119 +1,133 @@
-"""The token-tagging head: one row of tag scores per token over the encoder's
-token vectors, plus (for the CRF variant) start / transition / end scores.
+"""The token-tagging head: a torch module over the encoder's vectors.
 
-The model's output are emission scores (logits), never probabilities: the pipe
-turns them into a softmax cross-entropy or a CRF likelihood, and decodes with
-Viterbi under the scheme's constraints either way. The CRF parameters live in a
-thinc layer of their own (`crf` ref) so that thinc's optimizer updates and
-serializes them with everything else; calling that layer returns the three
-arrays and a backprop that takes their gradients.
+`TaggerHead` owns the emission scores (a linear layer, one row of tag scores
+per token or per subword row) and, for the CRF variant, the start /
+transition / end scores; the sequence maths that uses them (losses, Viterbi,
+marginals) is pure (`spacy_mlm.tagging`). The thinc model
+`spacy_mlm.TokenTagger.v3` runs the listener, then the head on the same
+device, and hands the component one `TagScores` per batch: in training a leaf
+tensor whose gradient the component's loss fills, and which the backprop
+callback pushes through the head and the listener into the encoder.
 """
+from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+import torch
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Linear, Model, with_array, zero_init
-from thinc.types import Floats1d, Floats2d, Ragged
+from thinc.api import Model, torch2xp, xp2torch
+from thinc.types import Floats2d, Ragged
 
-from ..util.init import fixed_normal_init
-
-CRFParams = Tuple[Floats1d, Floats2d, Floats1d]
-
-
-@registry.architectures("spacy_mlm.TokenTagger.v1")
-def build_token_tagger_v1(
-    tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None, crf: bool = False
-) -> Model[List[Doc], List[Floats2d]]:
-    """As `spacy_mlm.TokenTagger.v2` with a zero-initialised output layer (slow
-    to start fine-tuning: kept for pipelines trained with it)."""
-    return _build_token_tagger(tok2vec, nO, crf, zero_init)
+from ..errors import SpacyMlmError
+from .torch_shim import TorchShim
 
 
-@registry.architectures("spacy_mlm.TokenTagger.v2")
-def build_token_tagger_v2(
+class TaggerHead(torch.nn.Module):
+    def __init__(self, width: int, n_tags: int, crf: bool, init_std: float):
+        super().__init__()
+        self.output = torch.nn.Linear(width, n_tags)
+        # Normal(0, init_std) as Hugging Face's token-classification head; a head
+        # at zero passes no gradient to the encoder until it has grown
+        torch.nn.init.normal_(self.output.weight, std=init_std) if init_std > 0 else torch.nn.init.zeros_(self.output.weight)
+        torch.nn.init.zeros_(self.output.bias)
+        self.crf = crf
+        if crf:
+            # a CRF that starts out as the softmax tagger and learns the moves that help
+            self.start = torch.nn.Parameter(torch.zeros(n_tags))
+            self.transitions = torch.nn.Parameter(torch.zeros(n_tags, n_tags))  # [i, j]: tag j after tag i
+            self.end = torch.nn.Parameter(torch.zeros(n_tags))
+
+    def forward(self, vectors: torch.Tensor) -> torch.Tensor:
+        return self.output(vectors)
+
+    def transition_scores(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(start, transitions, end): the CRF's learned scores, zeros for the softmax."""
+        if self.crf:
+            return self.start, self.transitions, self.end
+        weight = self.output.weight
+        n = weight.shape[0]
+        return weight.new_zeros(n), weight.new_zeros((n, n)), weight.new_zeros(n)
+
+
+@dataclass
+class TagScores:
+    """Tag scores of one batch: every row of every doc in one tensor."""
+
+    scores: torch.Tensor  # (n_rows, n_tags)
+    rows_per_doc: List[int]
+    pieces_per_token: Optional[List[torch.Tensor]]  # per doc, for subword rows; None for token rows
+
+    def per_doc(self) -> List[torch.Tensor]:
+        return list(torch.split(self.scores, self.rows_per_doc))
+
+    def tokens_per_doc(self) -> List[int]:
+        if self.pieces_per_token is None:
+            return list(self.rows_per_doc)
+        return [len(p) for p in self.pieces_per_token]
+
+
+@registry.architectures("spacy_mlm.TokenTagger.v3")
+def build_token_tagger_v3(
     tok2vec: Model[List[Doc], List[Floats2d]], nO: Optional[int] = None, crf: bool = False, init_std: float = 0.02
-) -> Model[List[Doc], List[Floats2d]]:
-    """Tag scores per doc from `tok2vec`: `spacy_mlm.EncoderListener.v1` (token
-    pooling; output ``(len(doc), nO)``) or `spacy_mlm.EncoderPieceListener.v1`
-    (one score row per subword piece, a `Ragged` grouped by token). `nO` (the
-    number of tags) is set by the component from its labels. `crf = true` adds a
-    linear-chain CRF over the token scores (training by likelihood, Viterbi
-    decoding). `init_std`: the output weights start as Normal(0, init_std), as in
-    Hugging Face's token-classification head."""
-    return _build_token_tagger(tok2vec, nO, crf, fixed_normal_init(init_std))
-
-
-def _build_token_tagger(tok2vec, nO, crf, init_W) -> Model[List[Doc], List[Floats2d]]:
-    output = with_array(Linear(nO=nO, init_W=init_W))
-    crf_layer = build_crf_params(nO) if crf else None
+) -> Model[List[Doc], TagScores]:
+    """Tag scores per doc from `tok2vec`: `spacy_mlm.EncoderListener.v1` (one row
+    per token) or `spacy_mlm.EncoderPieceListener.v1` (one row per subword,
+    grouped by token). `nO` (the number of tags) is set by the component from
+    its labels. `crf = true` adds a linear-chain CRF over the token scores
+    (likelihood training, Viterbi decoding). `init_std`: the output weights
+    start as Normal(0, init_std), as in Hugging Face's token-classification head."""
     return Model(
         "token_tagger",
         _tagger_forward,
         init=_tagger_init,
-        dims={"nO": nO},
-        layers=[tok2vec, output] + ([crf_layer] if crf_layer is not None else []),
-        refs={"tok2vec": tok2vec, "output": output, "crf": crf_layer},
-        attrs={"crf": crf},
+        dims={"nO": nO, "nI": None},
+        layers=[tok2vec],
+        refs={"tok2vec": tok2vec},
+        shims=[TorchShim(build=TaggerHead)],
+        attrs={"crf": crf, "init_std": init_std},
     )
 
 
-def _tagger_forward(model: Model, docs: List[Doc], is_train: bool):
-    tok2vec, output = model.get_ref("tok2vec"), model.get_ref("output")
-    X, backprop_X = tok2vec(docs, is_train)
-    if not (X and isinstance(X[0], Ragged)):
-        Y, backprop_Y = output(X, is_train)
-        return Y, lambda dY: backprop_X(backprop_Y(dY))
-    # piece rows: score the rows, keep the grouping by token
-    Y, backprop_Y = output([x.data for x in X], is_train)
-
-    def backprop(dY: List[Ragged]):
-        dX = backprop_Y([d.data for d in dY])
-        return backprop_X([Ragged(d, x.lengths) for d, x in zip(dX, X)])
-
-    return [Ragged(y, x.lengths) for y, x in zip(Y, X)], backprop
+def tagger_head(model: Model) -> TaggerHead:
+    return model.shims[0].module
 
 
 def _tagger_init(model: Model, X=None, Y=None):
-    tok2vec, linear = model.get_ref("tok2vec"), model.get_ref("output").layers[0]
-    if tok2vec.has_dim("nO"):
-        linear.set_dim("nI", tok2vec.get_dim("nO"), force=True)
-    if model.has_dim("nO"):
-        linear.set_dim("nO", model.get_dim("nO"), force=True)
-        if model.attrs["crf"]:
-            model.get_ref("crf").set_dim("nO", model.get_dim("nO"), force=True)
+    tok2vec = model.get_ref("tok2vec")
     tok2vec.initialize(X=X)
-    model.get_ref("output").initialize()
-    if model.attrs["crf"]:
-        model.get_ref("crf").initialize()
-    return model
-
-
-def build_crf_params(nO: Optional[int] = None) -> Model[None, CRFParams]:
-    """A parameter-only layer: ``start`` (nO,), ``transitions`` (nO, nO) (row =
-    previous tag), ``end`` (nO,), all starting at zero (a CRF that starts out as
-    the softmax tagger and learns the moves that help)."""
-    return Model(
-        "crf_params",
-        _crf_params_forward,
-        init=_crf_params_init,
-        dims={"nO": nO},
-        params={"start": None, "transitions": None, "end": None},
+    if not tok2vec.has_dim("nO"):
+        raise SpacyMlmError(
+            "the tagger's listener has no width yet: the encoder it listens to must be initialized first "
+            "(put it before the tagger in the pipeline), or set the listener's width"
+        )
+    model.set_dim("nI", tok2vec.get_dim("nO"), force=True)
+    model.shims[0].build(
+        width=model.get_dim("nI"), n_tags=model.get_dim("nO"), crf=model.attrs["crf"], init_std=model.attrs["init_std"]
     )
-
-
-def _crf_params_init(model: Model, X=None, Y=None):
-    n = model.get_dim("nO")
-    model.set_param("start", model.ops.alloc1f(n))
-    model.set_param("transitions", model.ops.alloc2f(n, n))
-    model.set_param("end", model.ops.alloc1f(n))
     return model
 
 
-def _crf_params_forward(model: Model, X, is_train: bool):
-    params = (model.get_param("start"), model.get_param("transitions"), model.get_param("end"))
+def _tagger_forward(model: Model, docs: List[Doc], is_train: bool):
+    head = tagger_head(model)
+    X, backprop_X = model.get_ref("tok2vec")(docs, is_train)
+    pieces = bool(X) and isinstance(X[0], Ragged)
+    arrays = [x.data for x in X] if pieces else X
+    rows_per_doc = [len(a) for a in arrays]
+    inputs = [xp2torch(a) for a in arrays]
+    vectors = torch.cat(inputs) if inputs else torch.zeros((0, model.get_dim("nI")), device=head.output.weight.device)
+    pieces_per_token = [xp2torch(x.lengths).to(torch.long) for x in X] if pieces else None
+    if not is_train:
+        with torch.inference_mode():
+            return TagScores(head(vectors), rows_per_doc, pieces_per_token), lambda d: []
+    head.train()
+    vectors.requires_grad_(True)
+    scores = head(vectors)
+    leaf = scores.detach().requires_grad_(True)
 
-    def backprop(d_params: CRFParams) -> None:
-        for name, grad in zip(("start", "transitions", "end"), d_params):
-            model.inc_grad(name, grad)
+    def backprop(d_scores: torch.Tensor) -> List[Doc]:
+        """d_scores: the gradient of the loss for `TagScores.scores`."""
+        torch.autograd.backward(scores, d_scores)
+        grads = [torch2xp(g) for g in torch.split(vectors.grad, rows_per_doc)]
+        return backprop_X([Ragged(g, x.lengths) for g, x in zip(grads, X)] if pieces else grads)
 
-    return params, backprop
+    return TagScores(leaf, rows_per_doc, pieces_per_token), backprop

@@ -15,12 +15,14 @@ vector. `classify_pair(nlp, premise, hypothesis)` is the one-call API.
 from itertools import islice
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+import torch
 from spacy.language import Language
 from spacy.pipeline.textcat import TextCategorizer
 from spacy.scorer import Scorer
+from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import registry
-from thinc.api import Config, Model
+from thinc.api import Config, Model, xp2torch
 
 from ..classification.losses import (
     balanced_class_weights,
@@ -30,12 +32,13 @@ from ..classification.losses import (
 )
 from ..tokenization.pair import make_pair_doc
 from ..errors import SpacyMlmError
+from ..scoring.textcat import unknown_gold_labels
 from ..util.save import checked_from_disk
 
 DEFAULT_CLASSIFIER_MODEL = Config().from_str(
     """
 [model]
-@architectures = "spacy_mlm.ClassifierHead.v2"
+@architectures = "spacy_mlm.ClassifierHead.v3"
 exclusive_classes = true
 hidden_width = 0
 nO = null
@@ -43,7 +46,7 @@ init_std = 0.02
 
 [model.tok2vec]
 @architectures = "spacy_mlm.EncoderListener.v1"
-width = 384
+width = null
 pooling = "cls"
 upstream = "*"
 """
@@ -108,7 +111,7 @@ class MLMTextCategorizer(TextCategorizer):
         if exclusive is None:
             raise SpacyMlmError(
                 f"the '{name}' component needs a model that declares attrs['exclusive_classes'] "
-                "(use spacy_mlm.ClassifierHead.v2)"
+                "(use spacy_mlm.ClassifierHead.v3)"
             )
         if isinstance(class_weights, str) and class_weights != "balanced":
             raise SpacyMlmError(f"class_weights must be null, \"balanced\" or a dict, got {class_weights!r}")
@@ -177,9 +180,15 @@ class MLMTextCategorizer(TextCategorizer):
         load = super().from_disk
         return checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude)
 
-    def get_loss(self, examples: Iterable[Example], scores) -> Tuple[float, object]:
-        """Cross-entropy (exclusive) or binary cross-entropy (multi-label) and its
-        gradient with respect to the logits, which the head's output layer expects."""
+    def predict(self, docs: Iterable[Doc]):
+        """(n_docs, n_labels) probabilities, as a numpy array on the host."""
+        logits = self.model.predict(list(docs))
+        probs = torch.softmax(logits, dim=-1) if self.exclusive_classes else torch.sigmoid(logits)
+        return probs.float().cpu().numpy()
+
+    def get_loss(self, examples: Iterable[Example], scores: torch.Tensor) -> Tuple[float, torch.Tensor]:
+        """Cross-entropy (exclusive) or binary cross-entropy (multi-label) of the
+        logits, and its gradient for them, on the logits' device."""
         examples = list(examples)
         validate_examples(examples, "MLMTextCategorizer.get_loss")
         self._validate_categories(examples)
@@ -190,88 +199,20 @@ class MLMTextCategorizer(TextCategorizer):
                 f"{unknown} it does not know (rows would be trained as if they had no label). Leave `labels` in "
                 f"[initialize.components.{self.name}] unset to take them from the training data, or make them match"
             )
-        truths, known = self._examples_to_truth(examples)
-        ops = self.model.ops
+        truths, known = (_tensor(a, scores.device) for a in self._examples_to_truth(examples))
         weights = class_weight_vector(self.labels, self.cfg.get("class_weights"))
-        if weights is not None:
-            weights = ops.asarray1f(weights)
+        weights = None if weights is None else _tensor(weights, scores.device)
+        logits = scores.detach().clone().requires_grad_(True)
         if self.exclusive_classes:
-            return softmax_cross_entropy(scores, truths, weights)
-        return sigmoid_binary_cross_entropy(scores, truths, ops.asarray2f(known), weights)
-
-
-def unknown_gold_labels(gold_cats: Iterable[Mapping[str, float]], labels: Sequence[str]) -> List[str]:
-    """Gold labels set (>= 0.5) in some `gold_cats` that are not among `labels`,
-    sorted. spaCy's textcat code reads only the cats of the component's own
-    labels, so such a row would be trained and scored as if it had no label:
-    a label-set mismatch between config and data would go unnoticed."""
-    known = set(labels)
-    return sorted({label for cats in gold_cats for label, value in cats.items() if value >= 0.5 and label not in known})
-
-
-def cats_accuracy(
-    pairs: Iterable[Tuple[Mapping[str, float], Mapping[str, float]]],
-    labels: Sequence[str],
-    exclusive_classes: bool,
-    threshold: float = 0.5,
-) -> Optional[float]:
-    """Share of (predicted cats, gold cats) pairs classified right. Exclusive: the
-    top predicted label is the top gold label. Multi-label: every gold-annotated
-    label is on the right side of `threshold` (exact match). Pairs without gold
-    labels are left out; None if none are left."""
-    labels = list(labels)
-    right = total = 0
-    for pred, gold in pairs:
-        known = [label for label in labels if label in gold]
-        if not known:
-            continue
-        if exclusive_classes:
-            if max(gold[label] for label in known) <= 0:
-                continue
-            best_gold = max(known, key=lambda label: gold[label])
-            best_pred = max(labels, key=lambda label: pred.get(label, 0.0))
-            right += best_pred == best_gold
+            loss = softmax_cross_entropy(logits, truths, weights)
         else:
-            right += all((pred.get(label, 0.0) >= threshold) == (gold[label] >= 0.5) for label in known)
-        total += 1
-    return right / total if total else None
+            loss = sigmoid_binary_cross_entropy(logits, truths, known, weights)
+        loss.backward()
+        return float(loss.detach()), logits.grad
 
 
-def textcat_score(
-    examples: Iterable[Example],
-    *,
-    labels: Sequence[str],
-    exclusive_classes: bool = True,
-    threshold: float = 0.5,
-    positive_label: Optional[str] = None,
-    **cfg,
-) -> Dict[str, object]:
-    examples = list(examples)
-    unknown = unknown_gold_labels((eg.reference.cats for eg in examples), labels)
-    if unknown:
-        raise SpacyMlmError(
-            f"the gold cats have labels {unknown} that the classifier does not know (it has {list(labels)}); "
-            "those examples would be scored as if they had no label. Evaluate on data labelled like the training data"
-        )
-    scores = Scorer.score_cats(
-        examples,
-        "cats",
-        labels=labels,
-        multi_label=not exclusive_classes,
-        threshold=threshold,
-        positive_label=positive_label,
-    )
-    scores["cats_accuracy"] = cats_accuracy(
-        ((eg.predicted.cats, eg.reference.cats) for eg in examples), labels, exclusive_classes, threshold
-    )
-    return scores
-
-
-@registry.scorers("spacy_mlm.textcat_scorer.v1")
-def make_textcat_scorer() -> Callable:
-    """spaCy's `Scorer.score_cats` (multi-label or not, as the component is) plus
-    `cats_accuracy`; a gold label the component does not know is an error."""
-    return textcat_score
+def _tensor(array, device: torch.device) -> torch.Tensor:
+    return xp2torch(array).to(device=device, dtype=torch.float32)
 
 
 def classify_pairs(

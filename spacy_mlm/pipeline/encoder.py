@@ -18,8 +18,8 @@ from thinc.api import Config, Model, Optimizer
 
 from ..models.hf import load_backbone, save_backbone
 from ..models.listener import EncoderListener
-from ..models.encoder import EncoderBatch, _set_backbone, get_hf_model
-from ..models.encoding import ENCODING_ATTR, DocEncoding
+from ..models.encoder import _set_backbone, get_hf_model, to_doc_encodings
+from ..models.encoding import ENCODING_ATTR, DocEncoding, install_encoding_extension
 from ..errors import ModelLoadError
 from ..util.io import atomic_write_text
 
@@ -48,6 +48,7 @@ def make_mlm_encoder(nlp: Language, name: str, model: Model) -> "MLMEncoder":
     """A transformer encoder (BERT, RoBERTa, XLM-R, DistilBERT...) shared by the
     components that listen to it. `model.path` names a local Hugging Face directory.
     Weights load in `nlp.initialize()`, or from the saved pipeline in `spacy.load`."""
+    install_encoding_extension()
     return MLMEncoder(nlp.vocab, model, name=name)
 
 
@@ -76,6 +77,13 @@ class MLMEncoder(TrainablePipe):
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
+        if self.model.has_dim("nO"):
+            listener.set_width(self.model.get_dim("nO"))
+
+    def _tell_listeners_the_width(self) -> None:
+        """Listeners take the loaded encoder's width, so no config has to state it."""
+        for listener in self.listeners:
+            listener.set_width(self.model.get_dim("nO"))
 
     def remove_listener(self, listener: EncoderListener, component_name: str) -> bool:
         if component_name in self.listener_map and listener in self.listener_map[component_name]:
@@ -98,7 +106,7 @@ class MLMEncoder(TrainablePipe):
         if not docs:
             return []
         batch, _ = self.model(docs, is_train=False)
-        return batch.to_doc_encodings(self.model.attrs["tokenizer"])
+        return to_doc_encodings(batch, self.model.attrs["tokenizer"])
 
     def set_annotations(self, docs: Iterable[Doc], encodings: List[DocEncoding]) -> None:
         for doc, encoding in zip(docs, encodings):
@@ -165,6 +173,7 @@ class MLMEncoder(TrainablePipe):
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
         validate_get_examples(get_examples, "MLMEncoder.initialize")
         self.model.initialize()
+        self._tell_listeners_the_width()
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError(f"the '{self.name}' component has no labels")
@@ -194,6 +203,7 @@ class MLMEncoder(TrainablePipe):
                 path, f"saved with encoder format version {version}; this spacy-mlm reads version {FORMAT_VERSION}"
             )
         _set_backbone(self.model, *load_backbone(path / "model"))
+        self._tell_listeners_the_width()
         return self
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:

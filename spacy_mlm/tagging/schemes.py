@@ -176,3 +176,25 @@ def first_invalid_position(tags: Sequence[str], scheme: str) -> Optional[int]:
 def is_valid_sequence(tags: Sequence[str], scheme: str) -> bool:
     """Whether `tags` is a well-formed sequence of `scheme`."""
     return first_invalid_position(tags, scheme) is None
+
+
+def allowed_tag_mask(biluo: Sequence[Optional[str]], tag_labels: Sequence[str], scheme: str) -> numpy.ndarray:
+    """(n_tokens, n_tags) bool: the tags each token may have, from spaCy's
+    aligned BILUO annotation (`Example.get_aligned_ner()`): one tag for an
+    annotated token, every tag where the annotation is missing (None or "-"),
+    so that training treats missing annotation as partial labels. Entity
+    types outside `tag_labels` raise: their tokens would otherwise be
+    trained as outside any entity."""
+    known = numpy.array([t not in (None, "-") for t in biluo], dtype=bool)
+    spans = tags_to_spans([t if k else OUTSIDE for t, k in zip(biluo, known)])
+    index = {tag: i for i, tag in enumerate(tag_labels)}
+    types = {split_tag(tag)[1] for tag in tag_labels if tag != OUTSIDE}
+    unknown = sorted({label for _, _, label in spans if label not in types})
+    if unknown:
+        raise SpacyMlmError(f"entity labels {unknown} are not among the tagger's labels {sorted(types)}")
+    gold = spans_to_tags(len(biluo), spans, scheme)
+    allowed = numpy.ones((len(biluo), len(tag_labels)), dtype=bool)
+    rows = numpy.flatnonzero(known)
+    allowed[rows] = False
+    allowed[rows, [index[gold[r]] for r in rows]] = True
+    return allowed

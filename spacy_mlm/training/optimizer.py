@@ -1,23 +1,38 @@
-"""Layer-wise learning-rate decay (LLRD) for fine-tuning.
+"""Stepping torch parameters with a torch optimizer that follows the config.
 
-Lower transformer layers hold more general features and should move less than
-the top ones: layer i of L (0-based) learns at `lr * decay ** (L - i)`, the
-embeddings at `lr * decay ** (L + 1)`, and everything else (the task head, the
-pooler, final norms) at `lr`.
+spaCy trains a pipeline with one thinc `Optimizer` (`[training.optimizer]`),
+which thinc's `PyTorchShim` calls once per torch parameter: a numpy Adam over
+host copies of every weight, about a fifth of each fine-tuning step, and
+impossible on a GPU without a round trip. `torch_step` instead steps all the
+parameters of one torch module at once with `torch.optim.AdamW` (fused where
+torch has a fused kernel for the device), taking every hyperparameter from
+the thinc optimizer at the moment of the step: the learning rate as its
+schedule stands (`optimizer.learn_rate`, which spaCy's logger reports and
+`step_schedules` advances), betas, eps, L2 (decoupled weight decay when
+`L2_is_weight_decay`, else L2 added to the gradient as in Adam) and
+`grad_clip`, applied as a clip of the global gradient norm of the module's
+parameters (Hugging Face's `max_grad_norm`, BERT's recipe), where thinc clips
+each parameter's gradient on its own. The torch optimizer's moments live with
+the module (`TorchStepper`), one per thinc optimizer. Parameter averages
+(`use_averages`) are not kept for torch parameters (nor were they by thinc's
+shim, whose averages never reached `use_params`).
 
-spaCy trains a whole pipeline with one thinc `Optimizer`, which is called once
-per parameter with a key `(node id, parameter name)`; for the encoder's PyTorch
-weights the name is the module path (`encoder.layer.3.attention.self.query.weight`).
-So LLRD is an Optimizer whose `__call__` passes a per-parameter `lr_scale`.
-Scaling the gradients instead would do nothing under Adam, whose steps do not
-depend on the gradient's scale.
+Layer-wise learning-rate decay (LLRD) is the optimizer `spacy_mlm.LayerDecayAdam.v2`:
+lower transformer layers hold more general features and should move less than
+the top ones, so layer i of L (0-based) learns at `lr * decay ** (L - i)`, the
+embeddings at `lr * decay ** (L + 1)`, everything else (heads, pooler) at `lr`.
+L is read from the module's own parameter names when it steps, so one config
+serves encoders of any depth.
 """
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Sequence
 
+import torch
 from spacy.util import registry
 from thinc.api import Optimizer
 from thinc.optimizers import ADAM_DEFAULTS, FloatOrSeq
+
+from ..errors import SpacyMlmError
 
 _LAYER = re.compile(r"(?:^|\.)(?:layer|layers|block)\.(\d+)\.")
 _EMBEDDINGS = re.compile(r"(?:^|\.)(?:embeddings|embed_tokens|embed_positions)\.")
@@ -39,61 +54,105 @@ def layer_lr_scale(depth: Optional[int], num_layers: int, decay: float) -> float
     if depth is None:
         return 1.0
     if depth > num_layers:
-        raise ValueError(
-            f"a parameter of transformer layer {depth - 1} was seen but num_layers = {num_layers}: "
-            "set num_layers to the encoder's number of layers"
-        )
+        raise ValueError(f"a parameter of transformer layer {depth - 1} was seen but num_layers = {num_layers}")
     return float(decay ** (num_layers + 1 - depth))
 
 
-class LayerDecayOptimizer(Optimizer):
-    """thinc's Adam/AdamW with a learning rate that decays from the top layer down."""
+def layer_lr_scales(names: Sequence[str], decay: float) -> List[float]:
+    """The multiplier of each named parameter of one module, its depth counted
+    from the deepest transformer layer among `names`."""
+    depths = [parameter_depth(name) for name in names]
+    num_layers = max([d for d in depths if d is not None] or [0])
+    return [layer_lr_scale(d, num_layers, decay) for d in depths]
 
-    def __init__(self, learn_rate: FloatOrSeq, *, layer_decay: float, num_layers: int, **kwargs):
+
+class LayerDecayOptimizer(Optimizer):
+    """thinc's Adam/AdamW whose torch steps (`torch_step`) scale each layer's
+    learning rate; parameters thinc steps itself (spaCy's own layers) learn at `lr`."""
+
+    def __init__(self, learn_rate: FloatOrSeq, *, layer_decay: float, **kwargs):
         if not 0.0 < layer_decay <= 1.0:
             raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be at least 1, got {num_layers}")
         super().__init__(learn_rate, **kwargs)
         self.layer_decay = float(layer_decay)
-        self.num_layers = int(num_layers)
-        self._scales: Dict[str, float] = {}
-
-    def lr_scale_for(self, name: str) -> float:
-        if name not in self._scales:
-            self._scales[name] = layer_lr_scale(parameter_depth(name), self.num_layers, self.layer_decay)
-        return self._scales[name]
-
-    def __call__(self, key: Tuple[int, str], weights, gradient, *, lr_scale: float = 1.0):
-        return super().__call__(key, weights, gradient, lr_scale=lr_scale * self.lr_scale_for(key[1]))
 
 
-@registry.optimizers("spacy_mlm.LayerDecayAdam.v1")
-def build_layer_decay_adam_v1(
+@registry.optimizers("spacy_mlm.LayerDecayAdam.v2")
+def build_layer_decay_adam_v2(
     learn_rate: FloatOrSeq = ADAM_DEFAULTS["learn_rate"],
     *,
     layer_decay: float = 0.9,
-    num_layers: int = 12,
     L2: FloatOrSeq = ADAM_DEFAULTS["L2"],
     beta1: FloatOrSeq = ADAM_DEFAULTS["beta1"],
     beta2: FloatOrSeq = ADAM_DEFAULTS["beta2"],
     eps: FloatOrSeq = ADAM_DEFAULTS["eps"],
     grad_clip: FloatOrSeq = ADAM_DEFAULTS["grad_clip"],
     L2_is_weight_decay: bool = True,
-    use_averages: bool = False,
 ) -> Optimizer:
-    """`Adam.v1` with layer-wise learning-rate decay. num_layers: the encoder's
-    transformer layers (6 for MiniLM-L6, 12 for BERT-base); layer_decay = 1.0 is
-    plain Adam. `learn_rate` may be a schedule, as for Adam.v1."""
+    """`Adam.v1` with layer-wise learning-rate decay (layer_decay = 1.0 is plain
+    Adam). The number of transformer layers comes from the encoder itself.
+    `learn_rate` may be a schedule, as for Adam.v1."""
     return LayerDecayOptimizer(
         learn_rate,
         layer_decay=layer_decay,
-        num_layers=num_layers,
         L2=L2,
         beta1=beta1,
         beta2=beta2,
         eps=eps,
         grad_clip=grad_clip,
         L2_is_weight_decay=L2_is_weight_decay,
-        use_averages=use_averages,
+        use_averages=False,
     )
+
+
+class TorchStepper:
+    """The torch optimizer state of one module, kept for the thinc optimizer it
+    follows (a new thinc optimizer, e.g. a second `spacy train`, starts afresh)."""
+
+    def __init__(self) -> None:
+        self._follows: Optional[int] = None
+        self._torch: Optional[torch.optim.Optimizer] = None
+        self._scales: List[float] = []
+
+    def step(self, module: torch.nn.Module, optimizer: Optimizer) -> None:
+        """One step of every trainable parameter of `module` with a gradient,
+        then the gradients are cleared."""
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not any(p.grad is not None for _, p in named):
+            return
+        if self._torch is None or self._follows != id(optimizer):
+            self._start(named, optimizer)
+        params = [p for _, p in named if p.grad is not None]
+        if optimizer.grad_clip:
+            torch.nn.utils.clip_grad_norm_(params, float(optimizer.grad_clip))
+        decoupled = bool(optimizer.L2_is_weight_decay)
+        for group, scale in zip(self._torch.param_groups, self._scales):
+            group["lr"] = float(optimizer.learn_rate) * scale
+            group["betas"] = (float(optimizer.b1), float(optimizer.b2))
+            group["eps"] = float(optimizer.eps)
+            group["weight_decay"] = float(optimizer.L2)
+            group["decoupled_weight_decay"] = decoupled
+        self._torch.step()
+        self._torch.zero_grad(set_to_none=True)
+
+    def _start(self, named, optimizer: Optimizer) -> None:
+        if getattr(optimizer, "use_radam", False) or not (optimizer.b1 > 0 and optimizer.b2 > 0):
+            raise SpacyMlmError(
+                "torch parameters are stepped with Adam/AdamW: set [training.optimizer] to Adam.v1 or "
+                "spacy_mlm.LayerDecayAdam.v2 (with beta1 and beta2 above 0)"
+            )
+        decay = getattr(optimizer, "layer_decay", 1.0)
+        scales = layer_lr_scales([n for n, _ in named], decay) if decay != 1.0 else [1.0] * len(named)
+        by_scale: Dict[float, list] = {}
+        for (_, param), scale in zip(named, scales):
+            by_scale.setdefault(scale, []).append(param)
+        self._scales = list(by_scale)
+        groups = [{"params": params} for params in by_scale.values()]
+        device = named[0][1].device
+        # torch.optim.Adam with decoupled_weight_decay is AdamW; fused kernels exist on CUDA and CPU
+        self._torch = torch.optim.Adam(groups, lr=float(optimizer.learn_rate), fused=_fused_ok(device))
+        self._follows = id(optimizer)
+
+
+def _fused_ok(device: torch.device) -> bool:
+    return device.type in ("cuda", "cpu")

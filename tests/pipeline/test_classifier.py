@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 import spacy_mlm
 from spacy_mlm.models.encoder import get_hf_model
 from spacy_mlm.errors import SpacyMlmError
-from spacy_mlm.pipeline.classifier import cats_accuracy
+from spacy_mlm.scoring.textcat import cats_accuracy
 
 # Separable toy task: each class has its own words (all in the tiny model's vocab).
 POSITIVE = ["wonderful", "moving", "story", "team", "won", "match", "warm", "quiet"]
@@ -41,7 +41,7 @@ def make_nlp(model_dir, *, pooling="cls", exclusive=True, hidden_width=0, traina
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(model_dir), "trainable_layers": trainable_layers}})
     head = {"exclusive_classes": exclusive, "hidden_width": hidden_width, "init_std": init_std,
-            "tok2vec": {"width": 32, "pooling": pooling}}
+            "tok2vec": {"pooling": pooling}}
     nlp.add_pipe("mlm_textcat", config={"model": head, **component})
     return nlp
 
@@ -133,14 +133,18 @@ def test_losses_follow_exclusive_setting(tiny_model_dir):
         egs = examples(nlp, rows, ["POS", "NEG"])
         nlp.initialize(lambda: egs)
         textcat = nlp.get_pipe("mlm_textcat")
-        scores = numpy.array([[0.6, 0.3], [0.2, 0.9]], dtype="f")  # rows: NEG gold, POS gold; columns POS, NEG
-        loss, d = textcat.get_loss(egs, scores)
+        logits = torch.tensor([[0.4, -1.0], [-0.5, 2.0]])  # rows: NEG gold, POS gold; columns POS, NEG
+        loss, d = textcat.get_loss(egs, logits)
+        gold = numpy.array([[0.0, 1.0], [1.0, 0.0]])
         if exclusive:
-            expected = -(1.0 * numpy.log(0.3) + 2.0 * numpy.log(0.2)) / 3.0
-            numpy.testing.assert_allclose(d, [[0.6 / 3, (0.3 - 1) / 3], [2 * (0.2 - 1) / 3, 2 * 0.9 / 3]], rtol=1e-5)
+            probs = torch.softmax(logits, dim=-1).numpy()
+            weights = numpy.array([1.0, 2.0])  # NEG row weighs 1, POS row 2
+            expected = -(weights * numpy.log((probs * gold).sum(1))).sum() / 3.0
+            numpy.testing.assert_allclose(d.numpy(), (probs - gold) * weights[:, None] / 3.0, rtol=1e-5)
         else:
-            cells = [-numpy.log(0.4), -numpy.log(0.3), -2 * numpy.log(0.2), -numpy.log(0.1)]
-            expected = sum(cells) / 4
+            p = torch.sigmoid(logits).numpy()
+            pos_weight = numpy.array([2.0, 1.0])
+            expected = (-(pos_weight * gold * numpy.log(p) + (1 - gold) * numpy.log(1 - p))).sum() / 4
         assert loss == pytest.approx(expected, rel=1e-5)
 
 
@@ -154,11 +158,11 @@ def test_frozen_weights_do_not_change(tiny_model_dir, trainable_layers):
     nlp = make_nlp(tiny_model_dir, trainable_layers=trainable_layers)
     egs = examples(nlp, toy_rows(16, seed=0), ["POS", "NEG"])
     nlp.initialize(lambda: egs)
-    head = nlp.get_pipe("mlm_textcat").model.get_ref("output_layer")
-    before, head_before = snapshot(nlp), head.get_param("W").copy()
+    head = nlp.get_pipe("mlm_textcat").model.shims[0].module
+    before, head_before = snapshot(nlp), head.output.weight.detach().clone()
     train(nlp, egs, steps=3)
     after = snapshot(nlp)
-    assert not numpy.allclose(head.get_param("W"), head_before)
+    assert not torch.allclose(head.output.weight.detach(), head_before)
     changed = {name for name in before if not torch.equal(before[name], after[name])}
     if trainable_layers == 0:
         assert changed == set()
@@ -175,11 +179,11 @@ def test_layer_decay_optimizer_in_training(tiny_model_dir):
     egs = examples(nlp, toy_rows(16, seed=0), ["POS", "NEG"])
     nlp.initialize(lambda: egs)
     textcat = nlp.get_pipe("mlm_textcat")
-    # random output weights, so the first backward pass already reaches the encoder
-    output_layer = textcat.model.get_ref("output_layer")
-    output_layer.set_param("W", numpy.random.default_rng(0).normal(size=(2, 32)).astype("f"))
-    optimizer = registry.resolve({"o": {"@optimizers": "spacy_mlm.LayerDecayAdam.v1", "learn_rate": 1e-3,
-                                        "layer_decay": 0.1, "num_layers": 2, "grad_clip": 0.0}})["o"]
+    # large random output weights, so the first backward pass already reaches the encoder
+    with torch.no_grad():
+        textcat.model.shims[0].module.output.weight.normal_()
+    optimizer = registry.resolve({"o": {"@optimizers": "spacy_mlm.LayerDecayAdam.v2", "learn_rate": 1e-3,
+                                        "layer_decay": 0.1, "grad_clip": 0.0, "L2": 0.0}})["o"]
     # spaCy applies a shared encoder's gradient at its next finish_update (the
     # encoder runs before the heads' backward pass), so the first Adam step of
     # the transformer happens in the second update.
@@ -254,16 +258,13 @@ def test_cats_accuracy():
     assert cats_accuracy([], ["a"], exclusive_classes=True) is None
 
 
-@pytest.mark.parametrize("arch,std", [("spacy_mlm.ClassifierHead.v1", 0.0), ("spacy_mlm.ClassifierHead.v2", 0.02)])
-def test_head_output_initialisation(tiny_model_dir, arch, std):
-    """v2 (the default) starts its output layer as Normal(0, 0.02) like Hugging
-    Face's heads; v1 keeps its zeros."""
-    spacy.util.fix_random_seed(0)
-    nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
-    listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": "cls"}
-    nlp.add_pipe("mlm_textcat", config={"model": {"@architectures": arch, "tok2vec": listener}})
+@pytest.mark.parametrize("std", [0.0, 0.02])
+def test_head_output_initialisation(tiny_model_dir, std):
+    """The output layer starts as Normal(0, 0.02) like Hugging Face's heads
+    (init_std = 0: zeros); the listener takes the encoder's width."""
+    nlp = make_nlp(tiny_model_dir, init_std=std)
     egs = examples(nlp, [("a good film", {"POS"}), ("a bad film", {"NEG"})], ["POS", "NEG"])
     nlp.initialize(lambda: egs)
-    W = nlp.get_pipe("mlm_textcat").model.get_ref("output_layer").get_param("W")
-    assert abs(float(numpy.asarray(W).std()) - std) < 0.01
+    head = nlp.get_pipe("mlm_textcat").model.shims[0].module
+    assert head.output.weight.shape == (2, 32)
+    assert abs(float(head.output.weight.detach().std()) - std) < 0.01

@@ -1,8 +1,9 @@
-import numpy
 import pytest
-from thinc.api import registry
+import torch
+from thinc.api import Adam, RAdam, registry
 
-from spacy_mlm.training.optimizer import layer_lr_scale, parameter_depth
+from spacy_mlm.errors import SpacyMlmError
+from spacy_mlm.training.optimizer import TorchStepper, layer_lr_scale, layer_lr_scales, parameter_depth
 
 
 @pytest.mark.parametrize(
@@ -30,21 +31,88 @@ def test_layer_scales_decay_from_the_top():
         layer_lr_scale(7, 6, 0.8)
 
 
-def test_optimizer_steps_scale_per_layer():
-    """Adam's first step moves each weight by about lr * scale whatever the gradient's size."""
+class Stack(torch.nn.Module):
+    """Parameter names like a transformer's: embeddings, encoder.layer.i, a head."""
+
+    def __init__(self, n_layers=2):
+        super().__init__()
+        self.embeddings = torch.nn.ModuleDict({"word": torch.nn.Linear(3, 3)})
+        self.encoder = torch.nn.ModuleDict({"layer": torch.nn.ModuleList(torch.nn.Linear(3, 3) for _ in range(n_layers))})
+        self.head = torch.nn.Linear(3, 1)
+
+    def forward(self, x):
+        x = self.embeddings["word"](x)
+        for layer in self.encoder["layer"]:
+            x = layer(x)
+        return self.head(x).sum()
+
+
+def first_steps(module, optimizer, scale_grad=1.0):
+    """|change| of each parameter after one torch_step from a backward pass."""
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    (module(torch.ones(2, 3)) * scale_grad).backward()
+    TorchStepper().step(module, optimizer)
+    return {n: float((p.detach() - before[n]).abs().max()) for n, p in module.named_parameters()}
+
+
+def test_layer_scales_come_from_the_module_depth():
+    names = ["embeddings.word.weight", "encoder.layer.0.weight", "encoder.layer.1.weight", "head.weight"]
+    assert layer_lr_scales(names, 0.5) == pytest.approx([0.125, 0.25, 0.5, 1.0])
+
+
+def test_torch_step_scales_per_layer_and_clears_gradients():
+    """Adam's first step moves each weight by lr * scale whatever the gradient's size."""
+    torch.manual_seed(0)
+    module = Stack()
     optimizer = registry.resolve(
-        {"o": {"@optimizers": "spacy_mlm.LayerDecayAdam.v1", "learn_rate": 0.01, "layer_decay": 0.5, "num_layers": 2,
-               "grad_clip": 0.0}}
+        {"o": {"@optimizers": "spacy_mlm.LayerDecayAdam.v2", "learn_rate": 0.01, "layer_decay": 0.5, "grad_clip": 0.0,
+               "L2": 0.0}}
     )["o"]
-    steps = {}
-    for name in ("embeddings.word_embeddings.weight", "encoder.layer.0.x", "encoder.layer.1.x", "W"):
-        weights = numpy.zeros((5,), dtype="f")
-        gradient = numpy.full((5,), 123.0 if name == "W" else 0.001, dtype="f")
-        new, _ = optimizer((1, name), weights, gradient)
-        steps[name] = float(numpy.abs(new).max())
-    assert steps["W"] == pytest.approx(0.01, rel=1e-3)
-    assert steps["encoder.layer.1.x"] == pytest.approx(0.005, rel=1e-3)
-    assert steps["encoder.layer.0.x"] == pytest.approx(0.0025, rel=1e-3)
-    assert steps["embeddings.word_embeddings.weight"] == pytest.approx(0.00125, rel=1e-3)
+    steps = first_steps(module, optimizer)
+    assert steps["head.weight"] == pytest.approx(0.01, rel=1e-3)
+    assert steps["encoder.layer.1.weight"] == pytest.approx(0.005, rel=1e-3)
+    assert steps["encoder.layer.0.weight"] == pytest.approx(0.0025, rel=1e-3)
+    assert steps["embeddings.word.weight"] == pytest.approx(0.00125, rel=1e-3)
+    assert all(p.grad is None for p in module.parameters())
     with pytest.raises(ValueError, match="layer_decay"):
-        registry.resolve({"o": {"@optimizers": "spacy_mlm.LayerDecayAdam.v1", "layer_decay": 1.5, "num_layers": 2}})
+        registry.resolve({"o": {"@optimizers": "spacy_mlm.LayerDecayAdam.v2", "layer_decay": 1.5}})
+
+
+def test_torch_step_follows_the_schedule_and_weight_decay():
+    torch.manual_seed(0)
+    module = torch.nn.Linear(3, 1)
+    optimizer = Adam(learn_rate=[0.1, 0.01], L2=0.0, grad_clip=0.0, use_averages=False)
+    stepper = TorchStepper()
+    for expected_lr in (0.1, 0.01):
+        before = module.weight.detach().clone()
+        module(torch.ones(1, 3)).sum().backward()
+        stepper.step(module, optimizer)
+        optimizer.step_schedules()
+        # every gradient is 1 here, so each Adam step is exactly the learning rate
+        assert float((module.weight.detach() - before).abs().max()) == pytest.approx(expected_lr, rel=1e-4)
+    # decoupled weight decay with a zero gradient: w <- w - lr * L2 * w
+    module = torch.nn.Linear(3, 1, bias=False)
+    optimizer = Adam(learn_rate=0.1, L2=0.5, grad_clip=0.0, use_averages=False)
+    w = module.weight.detach().clone()
+    module.weight.grad = torch.zeros_like(w)
+    TorchStepper().step(module, optimizer)
+    torch.testing.assert_close(module.weight.detach(), w * (1 - 0.1 * 0.5))
+
+
+def test_torch_step_clips_the_global_norm():
+    """grad_clip bounds the norm of all the module's gradients together, as
+    Hugging Face's max_grad_norm (thinc clips each parameter on its own)."""
+    module = torch.nn.Linear(4, 1, bias=False)
+    module.weight.grad = torch.full_like(module.weight, 10.0)
+    stepper = TorchStepper()
+    stepper.step(module, Adam(learn_rate=0.0, grad_clip=1.0, use_averages=False))
+    state = next(iter(stepper._torch.state.values()))
+    # Adam's first moment after one step is (1 - b1) * clipped gradient
+    torch.testing.assert_close(state["exp_avg"].norm(), torch.tensor(0.1), rtol=1e-4, atol=1e-6)
+
+
+def test_radam_is_refused_for_torch_parameters():
+    module = torch.nn.Linear(2, 1)
+    module(torch.ones(1, 2)).sum().backward()
+    with pytest.raises(SpacyMlmError, match="Adam"):
+        TorchStepper().step(module, RAdam(learn_rate=0.01))

@@ -1,0 +1,87 @@
+"""Pooling as pure torch functions: from the encoder's piece vectors to one
+vector per token or per doc, and from per-piece tag scores to per-token ones.
+Differentiable and device-agnostic (index tensors follow the input's device),
+so training and prediction pool the same way on CPU and GPU."""
+import numpy
+import torch
+
+from ..tokenization.align import Alignment
+
+TOKEN_POOLINGS = ("first", "mean", "last", "max")
+DOC_POOLINGS = ("cls", "doc_mean")
+SUBWORD_POOLINGS = ("first", "mean")
+
+
+def _index(array: numpy.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(numpy.ascontiguousarray(array, dtype=numpy.int64)).to(device)
+
+
+def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> torch.Tensor:
+    """(n_tokens, width): one row per spaCy token from the rows of its pieces;
+    tokens without pieces get zeros."""
+    n_tokens, width = alignment.n_tokens, hidden.shape[-1]
+    out = hidden.new_zeros((n_tokens, width))
+    if len(alignment.token_index) == 0:
+        return out
+    tok = _index(alignment.token_index, hidden.device)
+    piece = _index(alignment.piece_index, hidden.device)
+    if pooling == "mean":
+        out = out.index_add(0, tok, hidden[piece])
+        counts = torch.bincount(tok, minlength=n_tokens).clamp(min=1).to(hidden.dtype)
+        return out / counts[:, None]
+    if pooling == "max":
+        index = tok[:, None].expand(-1, width)
+        return out.scatter_reduce(0, index, hidden[piece], reduce="amax", include_self=False)
+    if pooling in ("first", "last"):
+        lengths = alignment.lengths()
+        ends = numpy.cumsum(lengths)
+        has = numpy.flatnonzero(lengths > 0)
+        pick = (ends - lengths)[has] if pooling == "first" else ends[has] - 1
+        rows = _index(alignment.piece_index[pick], hidden.device)
+        return out.index_copy(0, _index(has, hidden.device), hidden[rows])
+    raise ValueError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
+
+
+def pool_doc(hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pooling: str) -> torch.Tensor:
+    """A listener's rows for one doc: (1, width) for "cls" (the [CLS] vector) and
+    "doc_mean" (mean over the pieces; [CLS] for a doc without pieces), else
+    (n_tokens, width) by `pool_tokens`."""
+    if pooling == "cls":
+        return cls[None, :]
+    if pooling == "doc_mean":
+        return cls[None, :] if len(hidden) == 0 else hidden.mean(dim=0, keepdim=True)
+    return pool_tokens(hidden, alignment, pooling)
+
+
+def piece_rows(hidden: torch.Tensor, alignment: Alignment) -> torch.Tensor:
+    """(n_pairs, width): one row per (token, piece) pair of the alignment,
+    grouped by token (a piece shared by two tokens appears under both)."""
+    return hidden[_index(alignment.piece_index, hidden.device)]
+
+
+def pool_piece_scores(rows: torch.Tensor, lengths: torch.Tensor, how: str, log_probs: bool) -> torch.Tensor:
+    """(n_tokens, K) token scores from (n_rows, K) piece scores grouped by token
+    (`lengths`: pieces per token, 0 for a token without pieces).
+
+    ``first``: the token's first piece decides; ``mean``: the pieces'
+    distributions are averaged (with `log_probs`, the log of the mean of their
+    softmax distributions, for the softmax tagger; else the mean of the raw
+    scores, for the CRF whose emissions are unnormalised). A token without
+    pieces gets a uniform distribution (zero scores)."""
+    if how not in SUBWORD_POOLINGS:
+        raise ValueError(f"unknown subword pooling {how!r}: expected one of {', '.join(SUBWORD_POOLINGS)}")
+    lengths = torch.as_tensor(lengths, dtype=torch.long, device=rows.device)
+    n_tokens, n_tags = len(lengths), rows.shape[1]
+    has = (lengths > 0).unsqueeze(1)
+    values = torch.log_softmax(rows, dim=-1) if log_probs else rows
+    if how == "first":
+        starts = torch.cumsum(lengths, 0) - lengths
+        present = torch.nonzero(lengths > 0).squeeze(1)
+        pooled = rows.new_zeros((n_tokens, n_tags)).index_copy(0, present, values[starts[present]])
+        return torch.where(has, pooled, rows.new_full((), -float(numpy.log(n_tags)) if log_probs else 0.0))
+    token_of_row = torch.repeat_interleave(torch.arange(n_tokens, device=rows.device), lengths)
+    counts = lengths.clamp(min=1).to(rows.dtype).unsqueeze(1)
+    if not log_probs:
+        return rows.new_zeros((n_tokens, n_tags)).index_add(0, token_of_row, values) / counts
+    mean_probs = rows.new_zeros((n_tokens, n_tags)).index_add(0, token_of_row, values.exp()) / counts
+    return torch.log(torch.where(has, mean_probs, rows.new_full((), 1.0 / n_tags)))
