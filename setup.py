@@ -48,11 +48,9 @@ setup(
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",
             "spacy_mlm.ScratchEncoder.v1 = spacy_mlm.models.encoder:build_scratch_encoder_v1",
             "spacy_mlm.EncoderListener.v1 = spacy_mlm.models.listener:build_encoder_listener_v1",
-            "spacy_mlm.TokenTagger.v1 = spacy_mlm.models.tagger:build_token_tagger_v1",
-            "spacy_mlm.TokenTagger.v2 = spacy_mlm.models.tagger:build_token_tagger_v2",
-            "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.tagging.pieces:build_encoder_piece_listener_v1",
-            "spacy_mlm.ClassifierHead.v1 = spacy_mlm.models.classifier:build_classifier_head_v1",
-            "spacy_mlm.ClassifierHead.v2 = spacy_mlm.models.classifier:build_classifier_head_v2",
+            "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.models.listener:build_encoder_piece_listener_v1",
+            "spacy_mlm.TokenTagger.v3 = spacy_mlm.models.tagger:build_token_tagger_v3",
+            "spacy_mlm.ClassifierHead.v3 = spacy_mlm.models.classifier:build_classifier_head_v3",
         ],
         "spacy_readers": [
             "spacy_mlm.ConllCorpus.v1 = spacy_mlm.readers.conll:create_conll_corpus_v1",
@@ -60,10 +58,10 @@ setup(
             "spacy_mlm.TextCatCorpus.v1 = spacy_mlm.readers.textcat:create_textcat_corpus_v1",
         ],
         "spacy_optimizers": [
-            "spacy_mlm.LayerDecayAdam.v1 = spacy_mlm.training.optimizer:build_layer_decay_adam_v1",
+            "spacy_mlm.LayerDecayAdam.v2 = spacy_mlm.training.optimizer:build_layer_decay_adam_v2",
         ],
         "spacy_scorers": [
-            "spacy_mlm.textcat_scorer.v1 = spacy_mlm.pipeline.classifier:make_textcat_scorer",
+            "spacy_mlm.textcat_scorer.v1 = spacy_mlm.scoring.textcat:make_textcat_scorer",
         ],
         "spacy_callbacks": [
             "spacy_mlm.atomic_to_disk.v1 = spacy_mlm.util.save:make_atomic_to_disk",

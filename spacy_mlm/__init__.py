@@ -3,7 +3,7 @@ __version__ = "0.1.0"
 
 # Importing these registers the factories and architectures (setup.py entry
 # points do the same for spaCy when the package is installed).
-from .models import encoder, listener  # noqa: E402,F401
+from .models import encoder, listener, tagger  # noqa: E402,F401
 from .tokenization.pair import make_pair_doc  # noqa: E402,F401
 from .pipeline.encoder import MLMEncoder  # noqa: E402,F401
 from .pipeline import ner  # noqa: E402,F401
