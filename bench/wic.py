@@ -56,7 +56,7 @@ from spacy_mlm.similarity.layers import contextual_token_vectors, layer_indices 
 from spacy_mlm.similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
 from spacy_mlm.readers.corpus import read_corpus  # noqa: E402
 from spacy_mlm.readers.wic import read_wic_split, target_span  # noqa: E402
-from spacy_mlm.similarity.scoring import cosine_rows  # noqa: E402
+from spacy_mlm.scoring.similarity import cosine_rows  # noqa: E402
 from spacy_mlm.similarity.transforms import make_transform_chain  # noqa: E402
 from spacy_mlm.similarity.wic import labels_of, mix_context, pos_of, threshold_evaluation, wic_scores  # noqa: E402
 

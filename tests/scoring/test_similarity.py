@@ -4,7 +4,7 @@ import numpy
 import pytest
 
 from spacy_mlm.errors import SpacyMlmError
-from spacy_mlm.similarity.scoring import (
+from spacy_mlm.scoring.similarity import (
     accuracy_at,
     cosine_rows,
     predict_by_group,
