@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import spacy
 from spacy.tokens import DocBin
@@ -6,27 +7,12 @@ from typer.testing import CliRunner
 
 from spacy_mlm.cli import app
 
-CONLL = """-DOCSTART- -X- -X- O
-
-Anna NNP B-NP B-PER
-Berg NNP I-NP I-PER
-works VBZ B-VP O
-in IN B-PP O
-Oslo NNP B-NP B-LOC
-. . O O
-
-Peter NNP B-NP B-PER
-Grant NNP I-NP I-PER
-flew VBD B-VP O
-to TO B-PP O
-Paris NNP B-NP B-LOC
-. . O O
-"""
+# Two CoNLL documents: PER+LOC in each (Anna Berg / Oslo, Peter Grant / Paris).
+TWO_DOCUMENTS = Path(__file__).parents[1] / "scoring" / "two_documents.conll"
 
 
 def test_convert_train_evaluate_compare(tiny_model_dir, tmp_path):
-    data = tmp_path / "train.txt"
-    data.write_text(CONLL, encoding="utf8")
+    data = TWO_DOCUMENTS
     runner = CliRunner()
     result = runner.invoke(app, ["convert-conll", str(data), str(tmp_path / "train.spacy")])
     assert result.exit_code == 0, result.output

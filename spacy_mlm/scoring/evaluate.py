@@ -1,0 +1,235 @@
+"""Scoring a trained pipeline on a gold data file, for every task; what
+`spacy_mlm evaluate` (and its aliases `evaluate-ner` and `compare`) reports.
+
+NER: the pipeline tags fresh Docs made from the gold words (it never sees the
+gold annotation) and entities are scored by exact span and type
+(`entities.score_entities`: a partial span is one false positive and one false
+negative), counted per document. Classifiers (text classes, NLI pairs): spaCy's
+cats scores plus accuracy (`textcat.textcat_score`), the confusion matrix, and
+right/wrong counts per example (`classes.correctness_counts`).
+
+With a baseline pipeline (e.g. the same task trained on the encoder before
+pretraining) both are scored on the same file and `bootstrap.paired_bootstrap`
+tests the difference, resampling the same documents (entity F1) or examples
+(accuracy) for both.
+"""
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy.training import Example
+
+from ..errors import DataFormatError, SpacyMlmError
+from ..pipeline.classifier import classify_pairs
+from ..readers.common import one_hot_cats, require_examples
+from ..readers.conll import load_ner_docs
+from ..readers.nli import THREE_WAY, TWO_WAY, read_nli
+from ..readers.textcat import read_textcat
+from .bootstrap import BootstrapResult, paired_bootstrap
+from .classes import confusion_matrix, correctness_counts
+from .entities import Entity, doc_entities, per_doc_counts, score_entities
+from .textcat import textcat_score
+
+TASKS = ("auto", "ner", "textcat", "nli")
+# The attribute a pipeline must set for a task, and the score that sums it up.
+ASSIGNS = {"ner": "doc.ents", "textcat": "doc.cats", "nli": "doc.cats"}
+HEADLINE = {"ner": "ents_f", "textcat": "cats_accuracy", "nli": "cats_accuracy"}
+# What the bootstrap resamples the difference of (F1 from per-document counts;
+# for classifiers micro-F1 of the right/wrong counts, which is accuracy).
+STATISTIC = {"ner": "F1", "textcat": "accuracy", "nli": "accuracy"}
+
+
+@dataclass
+class PipelineScores:
+    """One pipeline's scores on one file. `counts` is (n_examples, 3) tp/fp/fn
+    per document (NER) or per example (classifiers): the unit the bootstrap
+    resamples, and how many examples were scored."""
+
+    task: str
+    scores: Dict[str, object]
+    counts: numpy.ndarray
+    # NER: (gold doc, predicted entities) for each document, for displaCy.
+    entity_docs: List[Tuple[Doc, List[Entity]]] = field(default_factory=list)
+    # Classifiers: the label order of the confusion matrix (rows gold, columns predicted).
+    labels: List[str] = field(default_factory=list)
+    confusion_matrix: Optional[numpy.ndarray] = None
+
+    @property
+    def metric(self) -> str:
+        return HEADLINE[self.task]
+
+    @property
+    def value(self) -> float:
+        return self.scores[self.metric]
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.counts)
+
+
+@dataclass
+class Evaluation:
+    """The model's scores on `data` and, with a baseline, the baseline's and
+    the paired bootstrap of model minus baseline."""
+
+    task: str
+    data: Path
+    model: PipelineScores
+    baseline: Optional[PipelineScores] = None
+    bootstrap: Optional[BootstrapResult] = None
+
+    @property
+    def statistic(self) -> str:
+        return STATISTIC[self.task]
+
+
+# -- which task -----------------------------------------------------------------------
+
+
+def component_assigning(nlp: Language, attribute: str) -> Optional[str]:
+    """Name of the first pipe that sets `attribute` (e.g. "doc.ents")."""
+    for name in nlp.pipe_names:
+        if attribute in nlp.get_pipe_meta(name).assigns:
+            return name
+    return None
+
+
+def detect_task(nlp: Language) -> str:
+    """ner if the pipeline sets entities; else nli if its classifier's labels are
+    NLI labels; else textcat."""
+    if component_assigning(nlp, "doc.ents"):
+        return "ner"
+    name = component_assigning(nlp, "doc.cats")
+    if name is None:
+        raise SpacyMlmError(f"the pipeline ({', '.join(nlp.pipe_names)}) sets neither doc.ents nor doc.cats")
+    labels = set(nlp.get_pipe(name).labels)
+    return "nli" if labels and labels <= set(THREE_WAY + TWO_WAY) else "textcat"
+
+
+def resolve_task(nlp: Language, task: str) -> str:
+    """`task`, or the detected one for "auto"; an error if the pipeline has no
+    component for it (scoring a textcat pipeline as NER would report F1 0)."""
+    if task not in TASKS:
+        raise SpacyMlmError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+    if task == "auto":
+        return detect_task(nlp)
+    if component_assigning(nlp, ASSIGNS[task]) is None:
+        raise SpacyMlmError(
+            f"task {task} needs a component that sets {ASSIGNS[task]}; the pipeline has {', '.join(nlp.pipe_names) or 'none'}"
+        )
+    return task
+
+
+# -- NER ------------------------------------------------------------------------------
+
+
+def load_gold_entities(nlp: Language, data: Path, n_sents: int = 1) -> Tuple[List[Doc], List[List[Entity]]]:
+    """Gold docs of a .spacy or CoNLL file and their entities; an error naming
+    the file if it holds no documents (F1 on nothing would read as 0.00)."""
+    docs = load_ner_docs(data, nlp.vocab, n_sents=n_sents)
+    require_examples(data, len(docs), "documents to score")
+    return docs, [doc_entities(d) for d in docs]
+
+
+def predict_entities(nlp: Language, gold_docs: Sequence[Doc], batch_size: int = 64) -> List[List[Entity]]:
+    """The pipeline's entities on fresh docs with the gold docs' words (the
+    pipeline never sees the gold annotation)."""
+    inputs = (Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]) for d in gold_docs)
+    return [doc_entities(doc) for doc in nlp.pipe(inputs, batch_size=batch_size)]
+
+
+def score_ner(nlp: Language, data: Path, n_sents: int = 1, batch_size: int = 64) -> PipelineScores:
+    """Entity P/R/F1 overall and per type, per-document counts, and what was predicted where."""
+    gold_docs, gold = load_gold_entities(nlp, data, n_sents)
+    predicted = predict_entities(nlp, gold_docs, batch_size)
+    return PipelineScores(
+        "ner", score_entities(gold, predicted), per_doc_counts(gold, predicted), entity_docs=list(zip(gold_docs, predicted))
+    )
+
+
+# -- classifiers ----------------------------------------------------------------------
+
+
+def read_classification(task: str, data: Path) -> Tuple[List, List[str]]:
+    """Inputs (texts, or (premise, hypothesis) pairs for nli) and their gold
+    labels; an error naming the file if it has no labelled rows."""
+    if task == "nli":
+        parsed = read_nli(data)
+        require_examples(data, len(parsed.examples), "labelled sentence pairs to score", parsed.skipped)
+        return [(e.premise, e.hypothesis) for e in parsed.examples], [e.label for e in parsed.examples]
+    parsed = read_textcat(data)
+    require_examples(data, len(parsed.examples), "labelled texts to score", parsed.skipped)
+    if parsed.multi_label:
+        raise DataFormatError(data, None, "evaluate scores exclusive classes; this file has multi-label rows")
+    return [e.text for e in parsed.examples], [e.labels[0] for e in parsed.examples]
+
+
+def predict_cats(nlp: Language, task: str, inputs: Sequence, batch_size: int = 64) -> List[Dict[str, float]]:
+    """doc.cats for each input: a text, or a (premise, hypothesis) pair for nli."""
+    if task == "nli":
+        return classify_pairs(nlp, inputs, batch_size=batch_size)
+    return [dict(doc.cats) for doc in nlp.pipe(inputs, batch_size=batch_size)]
+
+
+def score_classifier(nlp: Language, task: str, data: Path, batch_size: int = 64) -> PipelineScores:
+    """Exclusive classes: the predicted label is the most probable one."""
+    labels = list(nlp.get_pipe(component_assigning(nlp, ASSIGNS[task])).labels)
+    inputs, gold = read_classification(task, data)
+    unknown = sorted(set(gold) - set(labels))
+    if unknown:
+        raise SpacyMlmError(f"{data} has labels {unknown} that the pipeline does not know (it has {labels})")
+    cats = predict_cats(nlp, task, inputs, batch_size)
+    predicted = [max(labels, key=lambda label: c.get(label, 0.0)) for c in cats]
+    examples = []
+    for c, g in zip(cats, gold):
+        doc = nlp.make_doc("")
+        doc.cats = c
+        reference = doc.copy()
+        reference.cats = one_hot_cats([g], labels)
+        examples.append(Example(doc, reference))
+    return PipelineScores(
+        task,
+        textcat_score(examples, labels=labels, exclusive_classes=True),
+        correctness_counts(gold, predicted),
+        labels=labels,
+        confusion_matrix=confusion_matrix(gold, predicted, labels),
+    )
+
+
+# -- both -----------------------------------------------------------------------------
+
+
+def score_pipeline(nlp: Language, task: str, data: Path, n_sents: int = 1, batch_size: int = 64) -> PipelineScores:
+    """`nlp` scored on `data` for `task` (ner, textcat or nli)."""
+    if task == "ner":
+        return score_ner(nlp, data, n_sents, batch_size)
+    return score_classifier(nlp, task, data, batch_size)
+
+
+def evaluate_pipeline(
+    nlp: Language,
+    data: Path,
+    task: str = "auto",
+    baseline: Optional[Language] = None,
+    *,
+    n_sents: int = 1,
+    batch_size: int = 64,
+    n_samples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Evaluation:
+    """Score `nlp` on `data` (task "auto": detected from the pipeline); with a
+    `baseline` pipeline for the same task, score it too and run the paired
+    bootstrap (`n_samples`, `seed`, `confidence`) of nlp minus baseline.
+    `n_sents`: sentences per Doc when `data` is CoNLL."""
+    data = Path(data)
+    task = resolve_task(nlp, task)
+    model = score_pipeline(nlp, task, data, n_sents, batch_size)
+    if baseline is None:
+        return Evaluation(task, data, model)
+    base = score_pipeline(baseline, resolve_task(baseline, task), data, n_sents, batch_size)
+    comparison = paired_bootstrap(model.counts, base.counts, n_samples=n_samples, seed=seed, confidence=confidence)
+    return Evaluation(task, data, model, base, comparison)
