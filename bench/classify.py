@@ -34,9 +34,7 @@ from spacy.training import Example  # noqa: E402
 from thinc.api import Adam, registry  # noqa: E402
 
 import spacy_mlm  # noqa: E402
-from spacy_mlm.readers.common import select  # noqa: E402
-from spacy_mlm.readers.nli import read_nli  # noqa: E402
-from spacy_mlm.readers.textcat import read_textcat  # noqa: E402
+from spacy_mlm import read_nli, read_textcat, select  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"

@@ -13,7 +13,7 @@ import numpy as np
 import spacy
 import torch
 
-import spacy_mlm  # noqa: F401
+import spacy_mlm
 
 
 def read_paragraphs(path: Path, n: int):
@@ -128,7 +128,7 @@ def main():
     encoder = ours.get_pipe("mlm_encoder").model
     pieces = encoder.attrs["tokenizer"]([ours.make_doc(t) for t in texts])
     lengths = [len(w.input_ids) for p in pieces for w in p.windows]
-    cfg = spacy_mlm.models.encoder.get_hf_model(encoder).config
+    cfg = spacy_mlm.get_hf_model(encoder).config
     flops = encoder_flops(lengths, cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size)
     gflops = flops / results["ours"][1] / 1e9
     peak = measure_peak_gflops()

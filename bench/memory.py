@@ -179,7 +179,7 @@ def main():
         return
     tmp = None
     if args.quick:
-        from spacy_mlm.testing import make_tiny_bert
+        from spacy_mlm import make_tiny_bert
 
         tmp = tempfile.TemporaryDirectory()
         args.model = args.model or str(make_tiny_bert(Path(tmp.name) / "tiny"))

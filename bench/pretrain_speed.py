@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +25,6 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def default_model() -> str:
@@ -36,9 +34,7 @@ def default_model() -> str:
 
 
 def packed_batches(tokenizer, path: Path, batch_size: int, length: int, n_batches: int):
-    from spacy_mlm.pretraining.data import collate, tokenize_documents, Example
-    from spacy_mlm.pretraining.packing import pack_documents
-    from spacy_mlm.readers.corpus import read_corpus
+    from spacy_mlm import PretrainingExample, collate, pack_documents, read_corpus, tokenize_documents
 
     docs = read_corpus(path)[: 400 * n_batches]
     capacity = length - tokenizer.num_special_tokens_to_add(pair=False)
@@ -46,7 +42,7 @@ def packed_batches(tokenizer, path: Path, batch_size: int, length: int, n_batche
     need = batch_size * n_batches
     if len(blocks) < need:
         raise SystemExit(f"{path}: only {len(blocks)} full blocks of {length}; need {need}")
-    return [collate([Example(b) for b in blocks[i * batch_size : (i + 1) * batch_size]], tokenizer) for i in range(n_batches)]
+    return [collate([PretrainingExample(b) for b in blocks[i * batch_size : (i + 1) * batch_size]], tokenizer) for i in range(n_batches)]
 
 
 def main():
@@ -63,16 +59,13 @@ def main():
         args.batch_size, args.length, args.steps = 8, 64, 2
     from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-    from spacy_mlm.pretraining.data import MaskingSettings
-    from spacy_mlm.pretraining.loop import to_inputs
-    from spacy_mlm.pretraining.masking import uniform_distribution
-    from spacy_mlm.pretraining.model import load_mlm_model
-    from spacy_mlm.pretraining.objectives import PretrainingModel
+    from spacy_mlm import MaskingSettings, PretrainingModel, load_mlm_model, to_inputs, uniform_distribution
 
     model_dir = args.model or default_model()
     torch.manual_seed(0)
-    mlm, tokenizer, _ = load_mlm_model(model_dir)
-    ours = PretrainingModel(mlm).train()
+    loaded = load_mlm_model(model_dir)
+    tokenizer = loaded.tokenizer
+    ours = PretrainingModel(loaded.model).train()
     torch.manual_seed(0)
     hf = AutoModelForMaskedLM.from_pretrained(model_dir).train()
     batches = packed_batches(tokenizer, Path(args.data), args.batch_size, args.length, args.steps + 1)

@@ -1,17 +1,75 @@
-"""spacy-mlm: masked-language-model encoders in spaCy pipelines."""
+"""spacy-mlm: masked-language-model encoders in spaCy pipelines.
+
+The public API is what `__all__` lists below plus the registered names
+(`mlm_encoder`, `spacy_mlm.EncoderListener.v1`, ...; docs/reference.md). The
+benchmarks in bench/ import nothing else; submodules may move."""
 __version__ = "0.1.0"
 
-# Importing these registers the factories and architectures (setup.py entry
-# points do the same for spaCy when the package is installed).
-from .models import encoder, listener, tagger  # noqa: E402,F401
-from .tokenization.pair import make_pair_doc  # noqa: E402,F401
-from .pipeline.encoder import MLMEncoder  # noqa: E402,F401
-from .pipeline import ner  # noqa: E402,F401
-from .readers import conll  # noqa: E402,F401
-from .models import classifier as _classifier_head  # noqa: E402,F401
+# Importing these modules registers the factories, architectures, readers,
+# optimizer, scorer, callback and misc functions (one per setup.py entry point:
+# the entry points do the same for spaCy when the package is installed).
+from .models import classifier as _classifier_head, encoder as _encoder, listener as _listener  # noqa: E402,F401
+from .models import tagger as _tagger  # noqa: E402,F401
+from .pipeline import classifier as _classifier, encoder as _encoder_component, ner as _ner  # noqa: E402,F401
+from .pipeline import vectors as _vectors  # noqa: E402,F401
+from .readers import conll as _conll, nli as _nli, textcat as _textcat  # noqa: E402,F401
+from .scoring import textcat as _textcat_scorer  # noqa: E402,F401
+from .similarity import transforms as _transforms  # noqa: E402,F401
 from .training import optimizer as _layer_decay  # noqa: E402,F401
-from .pipeline import classifier  # noqa: E402,F401
-from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402,F401
-from .readers import nli, textcat  # noqa: E402,F401
-from .pipeline import vectors  # noqa: E402,F401
-from .util import save as _atomic_save  # noqa: E402,F401  (registers spacy_mlm.atomic_to_disk.v1)
+from .util import save as _atomic_save  # noqa: E402,F401
+
+# Pipelines, encoders and sentence pairs
+from .models.encoder import get_hf_model  # noqa: E402
+from .models.hf import load_mlm_model  # noqa: E402
+from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402
+from .pipeline.encoder import MLMEncoder  # noqa: E402
+from .tokenization.pair import make_pair_doc  # noqa: E402
+
+# Readers
+from .readers.common import select  # noqa: E402
+from .readers.conll import conll_documents_to_docs, read_conll  # noqa: E402
+from .readers.corpus import read_corpus  # noqa: E402
+from .readers.nli import read_nli  # noqa: E402
+from .readers.textcat import read_textcat  # noqa: E402
+from .readers.wic import read_wic_split, target_span  # noqa: E402
+from .readers.wsd import read_wsd_corpus, sentence_doc  # noqa: E402
+
+# Tag schemes and scoring
+from .scoring.bootstrap import paired_bootstrap  # noqa: E402
+from .scoring.entities import doc_entities, per_doc_counts, score_entities  # noqa: E402
+from .scoring.similarity import cosine_rows  # noqa: E402
+from .tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
+
+# Contextual word vectors, word in context, word senses
+from .similarity.layers import contextual_token_vectors, layer_indices  # noqa: E402
+from .similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
+from .similarity.senses import SenseInventory  # noqa: E402
+from .similarity.transforms import make_transform_chain  # noqa: E402
+from .similarity.wic import labels_of, mix_context, pos_of, threshold_evaluation, wic_scores  # noqa: E402
+
+# Masked-LM pretraining and fill-mask
+from .fill_mask import FillMask  # noqa: E402
+from .pretraining.config import load_pretraining_config  # noqa: E402
+from .pretraining.data import Example as PretrainingExample  # noqa: E402
+from .pretraining.data import MaskingSettings, collate, tokenize_documents  # noqa: E402
+from .pretraining.loop import pretrain, to_inputs  # noqa: E402
+from .pretraining.masking import uniform_distribution  # noqa: E402
+from .pretraining.objectives import PretrainingModel  # noqa: E402
+from .pretraining.packing import pack_documents  # noqa: E402
+
+# A tiny BERT directory for tests and quick runs
+from .testing import make_tiny_bert  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "make_pair_doc",
+    "select", "conll_documents_to_docs", "read_conll", "read_corpus", "read_nli", "read_textcat",
+    "read_wic_split", "target_span", "read_wsd_corpus", "sentence_doc",
+    "paired_bootstrap", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",
+    "make_tag_labels", "spans_to_tags", "tags_to_spans",
+    "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
+    "make_transform_chain", "labels_of", "mix_context", "pos_of", "threshold_evaluation", "wic_scores",
+    "FillMask", "load_pretraining_config", "PretrainingExample", "MaskingSettings", "collate",
+    "tokenize_documents", "pretrain", "to_inputs", "uniform_distribution", "PretrainingModel", "pack_documents",
+    "make_tiny_bert",
+]
