@@ -30,7 +30,7 @@ from ..tagging.crf import apply_constraints
 from ..tagging.decoding import decode_tags
 from ..tagging.emissions import pad_rows, token_emissions
 from ..tagging.losses import sequence_loss, subword_softmax_loss
-from ..tagging.schemes import allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
+from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
 from ..util.save import checked_from_disk
 
 TAG_PROBS_ATTR = "tag_probs"
@@ -249,9 +249,10 @@ class EntityTagger(TrainablePipe):
     def _allowed_tags(self, example: Example):
         try:
             return allowed_tag_mask(example.get_aligned_ner(), self.tag_labels, self.cfg["scheme"])
-        except SpacyMlmError as err:
+        except UnknownEntityLabels as err:
             raise SpacyMlmError(
-                f"'{self.name}': {err} (in {example.reference.text[:60]!r}); training on it would teach those tokens "
-                f"as outside any entity. Leave `labels` in [initialize.components.{self.name}] unset to take them "
-                "from the training data, or add the missing ones"
+                f"'{self.name}' has the entity labels {list(self.labels)}, but a training example has entities "
+                f"labelled {err.unknown} (in {example.reference.text[:60]!r}); training on it would teach those "
+                f"tokens as outside any entity. Leave `labels` in [initialize.components.{self.name}] unset to take "
+                "them from the training data, or add the missing ones"
             ) from None

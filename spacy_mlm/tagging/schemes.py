@@ -178,6 +178,12 @@ def is_valid_sequence(tags: Sequence[str], scheme: str) -> bool:
     return first_invalid_position(tags, scheme) is None
 
 
+class UnknownEntityLabels(SpacyMlmError):
+    def __init__(self, unknown: List[str], known: List[str]):
+        super().__init__(f"entity labels {unknown} are not among the tagger's labels {known}")
+        self.unknown, self.known = unknown, known
+
+
 def allowed_tag_mask(biluo: Sequence[Optional[str]], tag_labels: Sequence[str], scheme: str) -> numpy.ndarray:
     """(n_tokens, n_tags) bool: the tags each token may have, from spaCy's
     aligned BILUO annotation (`Example.get_aligned_ner()`): one tag for an
@@ -191,7 +197,7 @@ def allowed_tag_mask(biluo: Sequence[Optional[str]], tag_labels: Sequence[str], 
     types = {split_tag(tag)[1] for tag in tag_labels if tag != OUTSIDE}
     unknown = sorted({label for _, _, label in spans if label not in types})
     if unknown:
-        raise SpacyMlmError(f"entity labels {unknown} are not among the tagger's labels {sorted(types)}")
+        raise UnknownEntityLabels(unknown, sorted(types))
     gold = spans_to_tags(len(biluo), spans, scheme)
     allowed = numpy.ones((len(biluo), len(tag_labels)), dtype=bool)
     rows = numpy.flatnonzero(known)

@@ -1,6 +1,6 @@
 import pytest
 
-LISTENER = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": "mean"}
+LISTENER = {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": "mean"}
 
 TRAIN = [
     ("What a wonderful and moving story.", "POS"),

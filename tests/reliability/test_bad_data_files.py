@@ -99,9 +99,8 @@ def test_empty_training_corpus_names_the_file(tmp_path, kind):
 def _ner(tiny_model_dir):
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
-    listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": "first"}
-    nlp.add_pipe("mlm_ner", name="ner", config={"model": {"@architectures": "spacy_mlm.TokenTagger.v1",
-                                                           "tok2vec": listener}})
+    listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": "first"}
+    nlp.add_pipe("mlm_ner", name="ner", config={"model": {"tok2vec": listener}})
     return nlp
 
 
@@ -109,7 +108,7 @@ def _textcat(tiny_model_dir):
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
     nlp.add_pipe("mlm_textcat", config={"model": {"exclusive_classes": True, "hidden_width": 0,
-                                                  "tok2vec": {"width": 32, "pooling": "cls"}}})
+                                                  "tok2vec": {"pooling": "cls"}}})
     return nlp
 
 

@@ -36,7 +36,6 @@ def training_config(tmp_path: Path, tiny_model_dir) -> Path:
     data.write_text("".join(json.dumps({"text": t, "label": label}) + "\n" for t, label in ROWS))
     config = Config().from_disk(REPO / "configs" / "textcat.cfg", interpolate=False)
     config["paths"].update(train=str(data), dev=str(data), encoder=str(tiny_model_dir))
-    config["variables"].update(encoder_width=32, encoder_layers=2)
     config["training"].update(max_steps=5, eval_frequency=1, score_weights={"cats_score": 0.0, "cats_accuracy": 0.0})
     config["training"]["optimizer"]["learn_rate"].update(warmup_steps=1, initial_rate=0.001)
     path = tmp_path / "textcat.cfg"
@@ -151,9 +150,9 @@ def test_incomplete_component_dir_names_the_file(tmp_path, tiny_model_dir, facto
     finish: the error names the directory or the file, not just "Unpack failed"."""
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
-    listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 32, "pooling": "first"}
+    listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": "first"}
     if factory == "mlm_ner":
-        model = {"@architectures": "spacy_mlm.TokenTagger.v1", "tok2vec": listener}
+        model = {"tok2vec": listener}
         gold = {"entities": [(0, 4, "PER")]}
     else:
         model = {"hidden_width": 0, "tok2vec": {**listener, "pooling": "cls"}}
