@@ -18,11 +18,12 @@ Candidates = List[Tuple[str, float]]
 
 class FillMask:
     def __init__(self, model_dir: Union[str, Path]):
-        from .pretraining.model import load_mlm_model
+        from .models.hf import load_mlm_model
 
         self.model_dir = Path(model_dir)
-        self.model, self.tokenizer, head_missing = load_mlm_model(self.model_dir)
-        if head_missing:
+        loaded = load_mlm_model(self.model_dir)
+        self.model, self.tokenizer = loaded.model, loaded.tokenizer
+        if loaded.head_initialised:
             raise ModelLoadError(
                 self.model_dir, "has no MLM head, so its predictions would be random; pretrain it first (spacy_mlm pretrain)"
             )

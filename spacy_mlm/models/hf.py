@@ -1,16 +1,33 @@
-"""The PyTorch transformer under the encoder: loading, building, freezing, saving.
+"""Hugging Face models: loading, building, freezing, saving, limits.
 
-Loading goes through transformers' Auto classes so BERT, RoBERTa, XLM-R,
-DistilBERT (and any other encoder the library knows) work from a local
-directory. Errors name the directory and what is wrong with it.
+The one module that touches transformers' Auto classes, for both kinds of model
+the project uses: the bare encoder (`AutoModel`, under the `mlm_encoder`
+component) and the encoder with its masked-LM head (`AutoModelForMaskedLM`, for
+`pretrain` and `fill-mask`). Both go through the same checks, so a directory is
+refused for the same reason in the same words whichever way it is loaded, and
+each error names the directory or file:
+
+* Local files only, and never code from the directory: every `from_pretrained`
+  passes `local_files_only=True, trust_remote_code=False`, and a config.json or
+  tokenizer_config.json with an `auto_map` (the model's own Python classes) is
+  refused before transformers reads it, so it can neither run that code nor stop
+  to ask whether it may.
+* The weights must be the ones config.json describes. transformers initialises
+  missing tensors randomly, drops surplus ones and skips ones of another shape,
+  each with only a warning; a silently random encoder is worse than an error, so
+  here each is a ModelLoadError. A different head count with the same hidden size
+  cannot be caught: it leaves every weight shape the same.
+* The tokenizer must fit the embedding matrix.
 """
+import inspect
 import json
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
 from ..errors import ModelLoadError
 from ..util.io import atomic_directory, recover_directory
@@ -20,30 +37,91 @@ logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
-# A bare encoder loaded from a checkpoint saved with a task head (e.g. *ForMaskedLM)
-# legitimately lacks the pooler; any other missing weight means foreign weights.
-OPTIONAL_WEIGHT_PREFIXES = ("pooler.",)
+# Where transformers looks for the name of a model's own classes (`auto_map`).
+CODE_CONFIGS = ("config.json", "tokenizer_config.json")
+# Every from_pretrained: nothing from the network, no code from the directory.
+LOCAL_ONLY = {"local_files_only": True, "trust_remote_code": False}
+# The one backbone part that may be absent: a bare encoder loaded from a
+# *ForMaskedLM checkpoint lacks it, and a *ForMaskedLM model has none to load.
+POOLER = "pooler"
+# Embedding matrices padded for speed (resize_token_embeddings(pad_to_multiple_of=...),
+# Megatron's make-vocab-size-divisible-by 128) have fewer unused rows than this;
+# more means the tokenizer is cut short or belongs to another model.
+PADDING_ROWS = 128
+# RoBERTa-style models offset positions by the padding index.
+ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 
 
-def _check_model_dir(path: Path) -> None:
+@dataclass
+class MaskedLM:
+    """A `*ForMaskedLM` model and its tokenizer, as loaded or built.
+
+    head_initialised: the MLM head is fresh (a scratch model, or a directory
+        without one, such as the packaged MiniLM saved as a bare BertModel), so
+        its predictions are random until it is trained.
+    pooler: the directory's pooler (the [CLS] dense+tanh layer) by its name in
+        the model's state dict. *ForMaskedLM models have no pooler, so without
+        this an encoder continued-pretrained from e.g. MiniLM would come back with
+        a random one, and a head on the pooled output would lose the pretrained
+        layer; `save_mlm_model` writes it back beside the model's own weights.
+    """
+
+    model: PreTrainedModel
+    tokenizer: object
+    head_initialised: bool
+    pooler: Dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ModelLoadError(path, f"is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(path, f"should hold a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _refuse_own_code(directory: Path) -> None:
+    """A model or tokenizer that names its own classes needs its directory's
+    Python code to load; that code is never run."""
+    for name in CODE_CONFIGS:
+        path = directory / name
+        if path.is_file() and "auto_map" in (settings := _read_json(path)):
+            classes = settings["auto_map"]
+            names = ", ".join(classes) if isinstance(classes, dict) else str(classes)
+            raise ModelLoadError(
+                path,
+                f"names classes defined by Python code in the model directory (auto_map: {names}); spacy-mlm never "
+                "runs a model's own code: use a model of a family transformers itself provides",
+            )
+
+
+def _check_model_dir(path: PathLike) -> Path:
+    """The directory, after finishing a save killed mid-replace, if it looks
+    like a local HF model directory with weights."""
+    path = recover_directory(path)
     if not path.exists():
         raise ModelLoadError(path, "no such directory (a local Hugging Face model directory is expected)")
     if not path.is_dir():
         raise ModelLoadError(path, "is a file; a Hugging Face model directory (config.json, weights, tokenizer) is expected")
     if not (path / "config.json").exists():
         raise ModelLoadError(path, "has no config.json: not a Hugging Face model directory")
-    try:
-        json.loads((path / "config.json").read_text(encoding="utf8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ModelLoadError(path / "config.json", f"is not valid JSON ({err})") from None
+    _read_json(path / "config.json")
+    if not any((path / name).exists() for name in WEIGHT_FILES):
+        raise ModelLoadError(path, f"has no weights (expected one of {', '.join(WEIGHT_FILES)})")
+    return path
 
 
 def load_tokenizer(path: PathLike):
+    """The fast tokenizer of a local directory."""
     path = Path(path)
-    if path.is_dir() and not any((path / name).exists() for name in TOKENIZER_FILES):
-        raise ModelLoadError(path, f"has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)})")
+    if path.is_dir():
+        if not any((path / name).exists() for name in TOKENIZER_FILES):
+            raise ModelLoadError(path, f"has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)})")
+        _refuse_own_code(path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(path), **LOCAL_ONLY)
     except Exception as err:  # transformers raises many kinds here
         raise ModelLoadError(path, f"cannot load a tokenizer ({type(err).__name__}: {err})") from None
     if not tokenizer.is_fast:
@@ -51,36 +129,127 @@ def load_tokenizer(path: PathLike):
     return tokenizer
 
 
-def load_backbone(path: PathLike, output_hidden_states: bool = False) -> Tuple[PreTrainedModel, object]:
-    """The bare encoder (no task head) and its fast tokenizer from a local directory."""
-    path = recover_directory(path)  # undo a save killed mid-replace
-    _check_model_dir(path)
-    if not any((path / name).exists() for name in WEIGHT_FILES):
-        raise ModelLoadError(path, f"has no weights (expected one of {', '.join(WEIGHT_FILES)})")
-    tokenizer = load_tokenizer(path)
-    try:
-        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
-        model, info = AutoModel.from_pretrained(
-            str(path), config=config, local_files_only=True, output_loading_info=True
+def _backbone_parts(model: PreTrainedModel) -> set:
+    """The top-level names of the backbone's state dict (embeddings, encoder, ...)."""
+    return {name.split(".")[0] for name in model.base_model.state_dict()}
+
+
+def _backbone_keys(model: PreTrainedModel, keys: Sequence[str]) -> List[str]:
+    """The keys (as transformers reports them, with or without the backbone's
+    prefix) that name a backbone tensor other than the pooler's; the others
+    belong to task heads (BERT's `cls.*`, RoBERTa's `lm_head.*`, ...)."""
+    prefix = model.base_model_prefix + "."
+    parts = _backbone_parts(model) - {POOLER}
+    return [key for key in keys if key.removeprefix(prefix).split(".")[0] in parts]
+
+
+def _check_weights_fit(path: Path, model: PreTrainedModel, info: dict) -> None:
+    model_type = model.config.model_type
+    mismatched = info["mismatched_keys"]
+    if mismatched:
+        shapes = model.state_dict()
+        example = mismatched[0]
+        raise ModelLoadError(
+            path,
+            f"config.json does not match the weights: {len(mismatched)} tensors have another shape in the weights "
+            f"than the '{model_type}' architecture of config.json gives them (e.g. {example}: "
+            f"{tuple(shapes[example].shape)} by config.json); hidden_size, intermediate_size or vocab_size differ",
         )
-    except Exception as err:
-        raise ModelLoadError(path, f"cannot load the weights ({type(err).__name__}: {err})") from None
-    # transformers only warns when the weights belong to another architecture and
-    # initialises the rest randomly; a silently random encoder is worse than an error.
-    missing = [key for key in info["missing_keys"] if not key.startswith(OPTIONAL_WEIGHT_PREFIXES)]
+    missing = _backbone_keys(model, info["missing_keys"])
     if missing:
         raise ModelLoadError(
             path,
-            f"the weights do not fit the '{config.model_type}' architecture of config.json: {len(missing)} of "
+            f"the weights do not fit the '{model_type}' architecture of config.json: {len(missing)} of "
             f"{len(model.state_dict())} tensors are missing (e.g. {', '.join(missing[:3])})",
         )
+    surplus = _backbone_keys(model, info["unexpected_keys"])
+    if surplus:
+        raise ModelLoadError(
+            path,
+            f"the weights hold {len(surplus)} encoder tensors that the '{model_type}' architecture of config.json "
+            f"has no place for (e.g. {', '.join(surplus[:3])}): config.json describes a smaller model "
+            "(fewer layers?) than the one saved",
+        )
+
+
+def check_vocab(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
+    n_rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > n_rows:
+        raise ModelLoadError(
+            path,
+            f"the tokenizer has {len(tokenizer)} entries but the embedding matrix only {n_rows} rows: "
+            "tokenizer and weights do not belong together",
+        )
+    if n_rows - len(tokenizer) >= PADDING_ROWS:
+        raise ModelLoadError(
+            path,
+            f"the tokenizer has only {len(tokenizer)} entries for an embedding matrix of {n_rows} rows, more unused "
+            f"rows than padding leaves (under {PADDING_ROWS}): the vocabulary is cut short or another model's",
+        )
+
+
+def _load(path: PathLike, auto_class, **config_options) -> Tuple[PreTrainedModel, object, dict, Path]:
+    """(model, tokenizer, transformers' loading info, directory) of `auto_class`
+    from a local directory, once every check above has passed."""
+    path = _check_model_dir(path)
+    tokenizer = load_tokenizer(path)  # first: it refuses a directory with code of its own
+    try:
+        config = AutoConfig.from_pretrained(str(path), **LOCAL_ONLY, **config_options)
+        # ignore_mismatched_sizes=True only makes transformers list the tensors of
+        # another shape instead of failing on the first without naming it; any
+        # listed one is refused by _check_weights_fit.
+        model, info = auto_class.from_pretrained(
+            str(path), config=config, output_loading_info=True, ignore_mismatched_sizes=True, **LOCAL_ONLY
+        )
+    except Exception as err:  # transformers raises many kinds here
+        raise ModelLoadError(path, f"cannot load the weights ({type(err).__name__}: {err})") from None
+    _check_weights_fit(path, model, info)
     check_vocab(model, tokenizer, path)
-    model.config.output_hidden_states = output_hidden_states
+    return model, tokenizer, info, path
+
+
+def load_backbone(path: PathLike, output_hidden_states: bool = False) -> Tuple[PreTrainedModel, object]:
+    """The bare encoder (no task head) and its fast tokenizer from a local directory."""
+    model, tokenizer, _, _ = _load(path, AutoModel, output_hidden_states=output_hidden_states)
     return model, tokenizer
 
 
-# RoBERTa-style models offset positions by the padding index.
-ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
+def load_mlm_model(path: PathLike) -> MaskedLM:
+    """The `*ForMaskedLM` model of a local directory, with its tokenizer and pooler.
+    Where the directory has no MLM head, transformers initialises the head's
+    transform from the torch seed and ties its decoder to the input embeddings."""
+    model, tokenizer, info, path = _load(path, AutoModelForMaskedLM)
+    if tokenizer.mask_token_id is None:
+        raise ModelLoadError(path, "the tokenizer has no mask token, so it cannot be used for masked-LM training")
+    head_initialised = bool(info["missing_keys"])  # _check_weights_fit let only head tensors be missing
+    if head_initialised:
+        logger.warning(
+            "%s has no MLM head: its transform is initialised from scratch and its decoder "
+            "is tied to the input embeddings; it is trained with the rest",
+            path,
+        )
+    return MaskedLM(model, tokenizer, head_initialised, _read_pooler(path, model))
+
+
+def _read_pooler(path: Path, model: PreTrainedModel) -> Dict[str, torch.Tensor]:
+    """The pooler tensors of the directory's weights, named as in `model`'s state dict."""
+
+    def is_pooler(name: str) -> bool:
+        return f".{POOLER}." in f".{name}"
+
+    if (path / "model.safetensors").exists():
+        from safetensors import safe_open
+
+        with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
+            tensors = {name: weights.get_tensor(name) for name in weights.keys() if is_pooler(name)}
+    elif (path / "pytorch_model.bin").exists():
+        state = torch.load(str(path / "pytorch_model.bin"), map_location="cpu", weights_only=True)
+        tensors = {name: tensor for name, tensor in state.items() if is_pooler(name)}
+    else:  # sharded: whoever loads the output starts the pooler afresh
+        logger.warning("%s: the pooler of a sharded checkpoint is not carried into the output", path)
+        return {}
+    prefix = model.base_model_prefix + "."
+    return {(name if name.startswith(prefix) else prefix + name): tensor for name, tensor in tensors.items()}
 
 
 def scratch_config(
@@ -96,7 +265,8 @@ def scratch_config(
     **extra,
 ):
     """The HF config of a from-scratch encoder that takes `max_positions` pieces
-    (specials included) with `tokenizer`'s vocabulary; `extra` goes to the config."""
+    (specials included) with `tokenizer`'s vocabulary and special tokens; `extra`
+    goes to the config."""
     offset = 2 if architecture in ROBERTA_LIKE else 0
     return AutoConfig.for_model(
         architecture,
@@ -109,6 +279,8 @@ def scratch_config(
         hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=dropout,
         pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
         type_vocab_size=2,
         **extra,
     )
@@ -135,14 +307,11 @@ def build_scratch_backbone(
     return AutoModel.from_config(config), tokenizer
 
 
-def check_vocab(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
-    n_rows = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > n_rows:
-        raise ModelLoadError(
-            path,
-            f"the tokenizer has {len(tokenizer)} entries but the embedding matrix only {n_rows} rows: "
-            "tokenizer and weights do not belong together",
-        )
+def build_scratch_mlm_model(tokenizer, architecture: str, **sizes) -> MaskedLM:
+    """A randomly initialised `*ForMaskedLM` (decoder tied to the input
+    embeddings) for `tokenizer`; `sizes` are `scratch_config`'s keywords."""
+    model = AutoModelForMaskedLM.from_config(scratch_config(architecture, tokenizer, **sizes))
+    return MaskedLM(model, tokenizer, head_initialised=True)
 
 
 def max_positions(model: PreTrainedModel, tokenizer) -> int:
@@ -185,16 +354,39 @@ def freeze_backbone(model: PreTrainedModel, trainable_layers: int) -> None:
             param.requires_grad_(True)
 
 
-def save_backbone(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
-    """Write a plain HF directory (AutoModel/AutoTokenizer load it), atomically."""
-    with atomic_directory(path) as tmp:
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        tokenizer.save_pretrained(str(tmp))
-
-
 def uses_token_type_ids(model: PreTrainedModel) -> bool:
-    import inspect
-
     return "token_type_ids" in inspect.signature(model.forward).parameters and (
         getattr(model.config, "type_vocab_size", 0) or 0
     ) > 1
+
+
+def _save_directory(
+    model: PreTrainedModel,
+    tokenizer,
+    path: PathLike,
+    state_dict: Optional[Dict[str, torch.Tensor]] = None,
+    extra: Sequence[Tuple[str, Dict[str, torch.Tensor]]] = (),
+) -> None:
+    from safetensors.torch import save_file
+
+    with atomic_directory(path) as tmp:
+        model.save_pretrained(str(tmp), safe_serialization=True, state_dict=state_dict)
+        tokenizer.save_pretrained(str(tmp))
+        for name, tensors in extra:
+            save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp / name))
+
+
+def save_backbone(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
+    """Write a plain HF directory (AutoModel/AutoTokenizer load it), atomically."""
+    _save_directory(model, tokenizer, path)
+
+
+def save_mlm_model(
+    mlm: MaskedLM, path: PathLike, extra: Sequence[Tuple[str, Dict[str, torch.Tensor]]] = ()
+) -> None:
+    """An HF directory (config, safetensors with the MLM head and the kept
+    pooler, tokenizer), written atomically, that AutoModelForMaskedLM and AutoModel
+    (spacy-transformers, our encoder) both load; AutoModel finds the pooler there.
+    `extra`: (file name, tensor dict) pairs saved beside, e.g. the NSP head."""
+    state = {**mlm.model.state_dict(), **mlm.pooler} if mlm.pooler else None
+    _save_directory(mlm.model, mlm.tokenizer, path, state, extra)

@@ -4,7 +4,10 @@ Each checkpoint is a new directory `checkpoints/step-NNNNNNNN/` written through
 `atomic_directory`, so it either exists complete or not at all; resuming takes
 the highest complete step. It holds an HF model directory (`model/`, usable on
 its own) and `training_state.pt`: optimizer, scheduler, RNG states, NSP head,
-the step (which fixes the data position, see `data.ExampleStream`) and history.
+the step (which fixes the data position, see `data.ExampleStream`) and history,
+all tensors and plain values, so that resuming loads it with
+`torch.load(weights_only=True)`, which builds no other objects and so runs no
+code a tampered file could carry.
 """
 import io
 import json
@@ -16,12 +19,15 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from ..errors import ModelLoadError
+from ..models.hf import MaskedLM, save_mlm_model
 from ..util.io import atomic_directory, atomic_write_bytes, atomic_write_text
-from .model import save_mlm_weights
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "training_state.pt"
 STEP_DIR = re.compile(r"^step-(\d+)$")
+# how torch's weights_only unpickler names a class it refused to build
+UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 
 
 def checkpoints(root: Path) -> List[Path]:
@@ -37,11 +43,10 @@ def latest_checkpoint(root: Path) -> Optional[Path]:
     return found[-1] if found else None
 
 
-def save_checkpoint(root: Path, step: int, mlm_model, tokenizer, state: Dict[str, Any], keep: int) -> Path:
+def save_checkpoint(root: Path, step: int, mlm: MaskedLM, state: Dict[str, Any], keep: int) -> Path:
     path = root / f"step-{step:08d}"
     with atomic_directory(path) as tmp:
-        save_mlm_weights(mlm_model, tmp / "model")
-        tokenizer.save_pretrained(str(tmp / "model"))
+        save_mlm_model(mlm, tmp / "model")
         buffer = io.BytesIO()
         torch.save(state, buffer)
         (tmp / STATE_FILE).write_bytes(buffer.getvalue())
@@ -54,7 +59,17 @@ def save_checkpoint(root: Path, step: int, mlm_model, tokenizer, state: Dict[str
 
 
 def load_training_state(path: Path) -> Dict[str, Any]:
-    return torch.load(str(path / STATE_FILE), map_location="cpu", weights_only=False)
+    file = path / STATE_FILE
+    try:
+        return torch.load(str(file), map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle and torch raise many kinds here
+        found = UNSAFE_GLOBAL.search(str(err))
+        reason = f"it would have to call or construct {found.group(1)}" if found else f"{type(err).__name__}: {str(err)[:200]}"
+        raise ModelLoadError(
+            file,
+            f"cannot be loaded as a training state of tensors and plain values ({reason}); "
+            "it is damaged or was not written by spacy_mlm pretrain",
+        ) from None
 
 
 def write_history(output_dir: Path, history: List[Dict[str, Any]]) -> None:

@@ -21,13 +21,13 @@ from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from ..errors import SpacyMlmError
+from ..models.hf import MaskedLM, build_scratch_mlm_model, load_mlm_model, load_tokenizer, max_positions, save_mlm_model
 from ..readers.corpus import read_corpus
 from ..util.io import atomic_write_text
 from .checkpoint import latest_checkpoint, load_training_state, save_checkpoint, write_history
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
 from .masking import MaskedBatch, unigram_distribution, uniform_distribution
-from .model import build_scratch_mlm_model, load_mlm_model, model_max_length, save_mlm_model, set_output_bias
-from .objectives import PretrainingModel
+from .objectives import PretrainingModel, set_output_bias
 from .tokenizer import train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -90,14 +90,13 @@ def read_documents(corpus_cfg) -> Tuple[Dict[str, list], Dict[str, list]]:
     return train, dev
 
 
-def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: Optional[Path]):
-    """(mlm_model, tokenizer, head_was_initialised): from the checkpoint when
-    resuming, else from `source`, else built from scratch with a tokenizer trained
-    on the corpus (by the first process; the others load what it saved)."""
+def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: Optional[Path]) -> MaskedLM:
+    """From the checkpoint when resuming, else from `source`, else built from
+    scratch with a tokenizer trained on the corpus (by the first process; the
+    others load what it saved)."""
     torch.manual_seed(cfg["seed"])  # whatever is initialised here (a missing MLM head, a scratch model)
     if checkpoint is not None:
-        model, tokenizer, _ = load_mlm_model(checkpoint / "model")
-        return model, tokenizer, False
+        return load_mlm_model(checkpoint / "model")
     if cfg["source"]:
         return load_mlm_model(cfg["source"])
     scratch = cfg["scratch"]
@@ -108,11 +107,11 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: 
         trained.save_pretrained(str(tokenizer_dir))
         logger.info("Trained a %s tokenizer (%d entries) on the corpus", scratch["tokenizer"], len(trained))
     dist.barrier()
-    from ..models.hf import load_tokenizer
-
-    tokenizer = load_tokenizer(tokenizer_dir)
-    sizes = {k: scratch[k] for k in ("architecture", "hidden_size", "num_layers", "num_heads", "intermediate_size", "dropout")}
-    return build_scratch_mlm_model(tokenizer, max_length=cfg["max_length"], **sizes), tokenizer, True
+    return build_scratch_mlm_model(
+        load_tokenizer(tokenizer_dir), scratch["architecture"], hidden_width=scratch["hidden_size"],
+        depth=scratch["num_layers"], n_heads=scratch["num_heads"], intermediate_width=scratch["intermediate_size"],
+        max_positions=cfg["max_length"], dropout=scratch["dropout"],
+    )
 
 
 def to_inputs(batch: Batch, masked: MaskedBatch, device: torch.device) -> Dict[str, torch.Tensor]:
@@ -185,9 +184,11 @@ def prepare(config: Config, output_dir: Path, resume: bool):
     if resume and checkpoint is None:
         logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
     train_docs, dev_docs = read_documents(cfg["corpus"])
-    mlm_model, tokenizer, fresh_head = get_model(cfg, output_dir, train_docs, dist, checkpoint)
-    if cfg["max_length"] > model_max_length(mlm_model):
-        raise SpacyMlmError(f"max_length {cfg['max_length']} exceeds the model's {model_max_length(mlm_model)} positions")
+    mlm = get_model(cfg, output_dir, train_docs, dist, checkpoint)
+    tokenizer = mlm.tokenizer
+    limit = max_positions(mlm.model, tokenizer)
+    if cfg["max_length"] > limit:
+        raise SpacyMlmError(f"max_length {cfg['max_length']} exceeds the model's {limit} positions")
     train_tok = {lang: tokenize_documents(tokenizer, docs) for lang, docs in train_docs.items()}
     dev_tok = {lang: tokenize_documents(tokenizer, docs) for lang, docs in dev_docs.items()}
     counts = token_counts(train_tok.values(), len(tokenizer))
@@ -197,8 +198,8 @@ def prepare(config: Config, output_dir: Path, resume: bool):
         raise SpacyMlmError(f"[pretraining.masking] replacement must be unigram or uniform, got {mask_cfg['replacement']!r}")
     unigram = unigram_distribution(counts, specials)
     replacement = unigram if mask_cfg["replacement"] == "unigram" else uniform_distribution(len(tokenizer), specials)
-    if fresh_head:
-        set_output_bias(mlm_model, unigram)
+    if mlm.head_initialised:
+        set_output_bias(mlm.model, unigram)
         logger.info("MLM output bias initialised to the corpus log unigram frequencies")
     masking = MaskingSettings(
         tokenizer.mask_token_id, replacement, mask_cfg["rate"], mask_cfg["mask_fraction"],
@@ -211,14 +212,15 @@ def prepare(config: Config, output_dir: Path, resume: bool):
     dev_examples = [dev_stream.example(i) for i in range(min(dev_stream.epoch_size, cfg["eval_sequences"]))]
     if dist.main:
         logger.info("Training examples per epoch: %d (%s)", stream.epoch_size, stream.describe_shares())
-    model = PretrainingModel(mlm_model, next_sentence=nsp).to(device)
-    return cfg, device, dist, model, tokenizer, stream, dev_examples, masking, checkpoint
+    model = PretrainingModel(mlm.model, next_sentence=nsp).to(device)  # moves mlm.model in place
+    return cfg, device, dist, model, mlm, stream, dev_examples, masking, checkpoint
 
 
 def pretrain(config: Config, output_dir, resume: bool = False) -> Path:
     """Train; return the directory of the final HF model (`output_dir/model`)."""
     output_dir = Path(output_dir)
-    cfg, device, dist, model, tokenizer, stream, dev_examples, masking, ckpt = prepare(config, output_dir, resume)
+    cfg, device, dist, model, mlm, stream, dev_examples, masking, ckpt = prepare(config, output_dir, resume)
+    tokenizer = mlm.tokenizer
     batch_size, accum = cfg["batch_size"], cfg["grad_accumulation_steps"]
     if batch_size % (dist.world * accum):
         raise SpacyMlmError(f"batch_size {batch_size} is not divisible by processes x accumulation ({dist.world} x {accum})")
@@ -251,7 +253,7 @@ def pretrain(config: Config, output_dir, resume: bool = False) -> Path:
             state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng,
                      "nsp_head": None if model.nsp_head is None else model.nsp_head.state_dict(),
                      "step": step, "examples_seen": step * batch_size, "history": history}
-            save_checkpoint(output_dir / "checkpoints", step, model.mlm_model, tokenizer, state, cfg["keep_checkpoints"])
+            save_checkpoint(output_dir / "checkpoints", step, mlm, state, cfg["keep_checkpoints"])
             write_history(output_dir, history)
         dist.barrier()
 
@@ -300,8 +302,8 @@ def pretrain(config: Config, output_dir, resume: bool = False) -> Path:
     bar.close()
     final = output_dir / "model"
     if dist.main:
-        extra = [("nsp_head.safetensors", model.nsp_head.state_dict())] if model.nsp_head is not None else None
-        save_mlm_model(model.mlm_model, tokenizer, final, extra)
+        extra = [("nsp_head.safetensors", model.nsp_head.state_dict())] if model.nsp_head is not None else ()
+        save_mlm_model(mlm, final, extra)
         write_history(output_dir, history)
         logger.info("Saved the model to %s", final)
     dist.barrier()

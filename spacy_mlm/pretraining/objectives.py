@@ -12,6 +12,7 @@ the result is the full layer's, at about 15% of its cost.
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -37,6 +38,19 @@ def find_mlm_head(mlm_model: nn.Module) -> nn.Module:
             "supported are BERT- and RoBERTa-style models",
         )
     return heads[0][1]
+
+
+def set_output_bias(mlm_model: nn.Module, unigram_probs: np.ndarray) -> None:
+    """Start the decoder bias of a fresh MLM head at log p(token) (smoothed), so
+    that its first predictions are the corpus unigram distribution, not noise."""
+    bias = mlm_model.get_output_embeddings().bias
+    if bias is None:
+        return
+    probs = np.asarray(unigram_probs, dtype=np.float64)[: bias.shape[0]]
+    smoothed = (probs + 1e-3 / len(probs)) / (1 + 1e-3)
+    with torch.no_grad():
+        bias[: len(probs)] = torch.from_numpy(np.log(smoothed)).to(bias.dtype)
+        bias[: len(probs)] -= bias[: len(probs)].mean()
 
 
 class NextSentenceHead(nn.Module):

@@ -8,9 +8,13 @@ from spacy_mlm.pretraining.config import DEFAULT_CONFIG, load_pretraining_config
 REPO = Path(__file__).resolve().parents[2]
 
 
+SHIPPED = REPO / "configs" / "pretraining" / "pretrain.cfg"
+
+
 def test_shipped_config_is_the_defaults():
-    shipped = load_pretraining_config(REPO / "configs" / "pretrain.cfg")
+    shipped = load_pretraining_config(SHIPPED)
     assert shipped == load_pretraining_config(None)
+    assert load_pretraining_config(SHIPPED, {"paths.source": "m"})["pretraining"]["source"] == "m"
     assert shipped["pretraining"]["masking"]["rate"] == 0.15
     assert shipped["pretraining"]["corpus"]["sampling_alpha"] == 0.3
 

@@ -1,8 +1,10 @@
 """Broken, missing and foreign model files give a ModelLoadError that names the
-path, never a silently random model or a stack trace from inside transformers."""
+path, never a silently random model, a stack trace from inside transformers,
+code from the model directory run, or a question asked."""
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,8 +12,11 @@ import spacy
 import srsly
 
 import spacy_mlm  # noqa: F401
-from spacy_mlm.models.hf import load_backbone
 from spacy_mlm.errors import ModelLoadError
+from spacy_mlm.models.hf import PADDING_ROWS, load_backbone, load_mlm_model, load_tokenizer
+from spacy_mlm.pretraining.checkpoint import STATE_FILE, load_training_state
+
+LOADERS = {"bare": load_backbone, "mlm": load_mlm_model}
 
 
 def _truncate(path, keep):
@@ -55,11 +60,30 @@ def _weights_to_bin(d, data):
     (d / "pytorch_model.bin").write_bytes(data)
 
 
+def _config(**changes):
+    """Rewrite config.json with `changes`: it then disagrees with the weights."""
+
+    def mutate(d):
+        config = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**config, **changes}))
+
+    return mutate
+
+
+def _vocab_txt_cut_short(d):
+    """Only vocab.txt left (the fast tokenizer is converted from it), cut to
+    fewer entries than padding could explain."""
+    (d / "tokenizer.json").unlink()
+    lines = (d / "vocab.txt").read_text(encoding="utf8").splitlines()
+    (d / "vocab.txt").write_text("\n".join(lines[: len(lines) - PADDING_ROWS]) + "\n", encoding="utf8")
+
+
 MODEL_DIR_CASES = {
     "missing_dir": (lambda d: shutil.rmtree(d), "no such directory"),
     "file_not_dir": (lambda d: (shutil.rmtree(d), d.write_text("x")), "is a file"),
     "no_config": (lambda d: (d / "config.json").unlink(), "no config.json"),
     "config_not_json": (lambda d: (d / "config.json").write_text("{oops"), "not valid JSON"),
+    "config_not_object": (lambda d: (d / "config.json").write_text("[1, 2]"), "should hold a JSON object"),
     "config_without_model_type": (
         lambda d: (d / "config.json").write_text(json.dumps({"hidden_size": 32})),
         "cannot load the weights",
@@ -75,8 +99,15 @@ MODEL_DIR_CASES = {
         "cannot load the weights",
     ),
     "foreign_architecture": (_foreign_gpt2, "do not fit the 'bert' architecture"),
-    "foreign_shapes": (_foreign_wider_bert, "size mismatch"),
+    "foreign_shapes": (_foreign_wider_bert, "config.json does not match the weights"),
+    "config_fewer_layers": (_config(num_hidden_layers=1), "has no place for .*fewer layers"),
+    "config_more_layers": (_config(num_hidden_layers=3), "do not fit the 'bert' architecture"),
+    "config_wider": (_config(hidden_size=64), r"does not match the weights: \d+ tensors .*\(64,"),
+    "config_other_intermediate_size": (_config(intermediate_size=128), "does not match the weights"),
+    "config_other_vocab_size": (_config(vocab_size=500), "does not match the weights"),
+    "config_heads_not_dividing_width": (_config(num_attention_heads=3), "not a multiple of the number of attention heads"),
     "vocab_bigger_than_embeddings": (_bigger_vocab, "embedding matrix only"),
+    "vocab_txt_shorter_than_embeddings": (_vocab_txt_cut_short, "cut short or another model's"),
     "no_tokenizer": (_no_tokenizer, "no tokenizer files"),
 }
 
@@ -88,13 +119,101 @@ def model_copy(tmp_path, tiny_model_dir):
     return target
 
 
+@pytest.mark.parametrize("loader", list(LOADERS))
 @pytest.mark.parametrize("case", list(MODEL_DIR_CASES))
-def test_broken_model_dir(model_copy, case):
+def test_broken_model_dir(model_copy, case, loader):
+    """The bare encoder and the MLM model are refused alike."""
     mutate, message = MODEL_DIR_CASES[case]
     mutate(model_copy)
     with pytest.raises(ModelLoadError, match=message) as info:
-        load_backbone(model_copy)
+        LOADERS[loader](model_copy)
     assert str(model_copy) in str(info.value) and str(model_copy) in info.value.path
+
+
+def test_an_embedding_matrix_padded_for_speed_still_loads(model_copy):
+    from transformers import AutoModelForMaskedLM
+
+    model = AutoModelForMaskedLM.from_pretrained(model_copy)
+    n_entries = model.config.vocab_size
+    model.resize_token_embeddings(n_entries + PADDING_ROWS - 1)
+    model.save_pretrained(model_copy)
+    for load in LOADERS.values():
+        loaded = load(model_copy)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded.model
+        assert model.get_input_embeddings().weight.shape[0] == n_entries + PADDING_ROWS - 1
+
+
+def _write_own_code(d, config_file, marker):
+    """A directory whose config names classes in a module beside it that, if it
+    were ever imported, would leave `marker`."""
+    (d / "own_code.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).touch()\n")
+    classes = {"AutoConfig": "own_code.Config", "AutoModel": "own_code.Model", "AutoTokenizer": ["own_code.Tok", None]}
+    config = json.loads((d / config_file).read_text())
+    (d / config_file).write_text(json.dumps({**config, "auto_map": classes}))
+
+
+@pytest.mark.parametrize("config_file", ["config.json", "tokenizer_config.json"])
+@pytest.mark.parametrize("loader", ["bare", "mlm", "tokenizer"])
+def test_code_in_the_model_directory_is_never_run_nor_asked_about(model_copy, tmp_path, monkeypatch, config_file, loader):
+    marker = tmp_path / "code_ran"
+    _write_own_code(model_copy, config_file, marker)
+    monkeypatch.setattr("builtins.input", lambda *a: pytest.fail("asked whether to trust the model's code"))
+    load = {**LOADERS, "tokenizer": load_tokenizer}[loader]
+    with pytest.raises(ModelLoadError, match="auto_map: AutoConfig, AutoModel, AutoTokenizer") as info:
+        load(model_copy)
+    assert info.value.path == str(model_copy / config_file) and "never runs a model's own code" in str(info.value)
+    assert not marker.exists()
+
+
+def test_every_from_pretrained_is_local_and_runs_no_code(tiny_model_dir, monkeypatch):
+    import transformers
+
+    calls = []
+    for name in ("AutoConfig", "AutoModel", "AutoModelForMaskedLM", "AutoTokenizer"):
+        cls = getattr(transformers, name)
+        original = cls.from_pretrained.__func__
+
+        def spy(klass, *args, _original=original, _name=name, **kwargs):
+            calls.append((_name, kwargs.get("local_files_only"), kwargs.get("trust_remote_code")))
+            return _original(klass, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(spy))
+    load_backbone(tiny_model_dir)
+    load_mlm_model(tiny_model_dir)
+    assert {name for name, _, _ in calls} == {"AutoConfig", "AutoModel", "AutoModelForMaskedLM", "AutoTokenizer"}
+    assert all(local is True and remote is False for _, local, remote in calls), calls
+
+
+class _LeavesAMarker:
+    """Pickled as a call of Path.touch: unpickling it outside weights_only creates the file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+@pytest.mark.parametrize("case", ["object", "truncated", "empty"])
+def test_training_state_loads_only_tensors_and_plain_values(tmp_path, case):
+    import torch
+
+    checkpoint = tmp_path / "step-00000001"
+    checkpoint.mkdir()
+    marker = tmp_path / "unpickled"
+    state = {"step": 1, "rng": [torch.get_rng_state()], "history": [{"step": 1, "loss": 2.5}]}
+    torch.save(state, checkpoint / STATE_FILE)
+    assert load_training_state(checkpoint)["history"] == state["history"]
+    data = (checkpoint / STATE_FILE).read_bytes()
+    if case == "object":
+        torch.save({**state, "extra": _LeavesAMarker(marker)}, checkpoint / STATE_FILE)
+    else:
+        (checkpoint / STATE_FILE).write_bytes(data[: len(data) // 2] if case == "truncated" else b"")
+    with pytest.raises(ModelLoadError, match="cannot be loaded as a training state") as info:
+        load_training_state(checkpoint)
+    assert info.value.path == str(checkpoint / STATE_FILE)
+    assert ("would have to call or construct" in str(info.value)) == (case == "object")
+    assert not marker.exists()
 
 
 def test_broken_model_dir_through_initialize(model_copy):
