@@ -112,7 +112,7 @@ def train_and_score_spacy(nlp, make_doc, train_rows, test_rows, labels, args):
 def run_ours(train_rows, test_rows, labels, args):
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": args.max_length}})
-    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"width": args.width, "pooling": args.pooling}}})
+    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"pooling": args.pooling}}})
 
     def make_doc(a, b):
         return nlp.make_doc(a) if b is None else spacy_mlm.make_pair_doc(nlp, a, b)
@@ -195,7 +195,6 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small budget (smoke test)")
     parser.add_argument("--model", default=None, help="local HF encoder directory (default: packaged MiniLM)")
-    parser.add_argument("--width", type=int, default=384, help="the encoder's hidden size")
     parser.add_argument("--sst2-train", default=str(DATA / "sst2" / "train.tsv"))
     parser.add_argument("--sst2-dev", default=str(DATA / "sst2" / "dev.tsv"))
     parser.add_argument("--nli-train", default=str(DATA / "snli" / "dev.jsonl"))

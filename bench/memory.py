@@ -58,7 +58,7 @@ def build(system: str, model: str, max_positions: int, tagger: bool):
         # ours_window128: the same 128-piece windows as the peer's strided spans
         window = {"model": {"window": 128, "overlap": 32}} if system == "ours_window128" else {"model": {}}
         nlp.add_pipe("mlm_encoder", config={"model": {"path": model, **window["model"]}})
-        listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "width": 0, "pooling": "mean"}
+        listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": "mean"}
     else:
         window = min(128, max_positions - 2)
         nlp.add_pipe(
@@ -82,10 +82,6 @@ def build(system: str, model: str, max_positions: int, tagger: bool):
             "pooling": {"@layers": "reduce_mean.v1"},
         }
     if tagger:
-        from transformers import AutoConfig
-
-        if system == "ours":
-            listener["width"] = AutoConfig.from_pretrained(model).hidden_size
         nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener}})
     return nlp
 

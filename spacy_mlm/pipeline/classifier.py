@@ -13,15 +13,13 @@ them as `[CLS] A [SEP] B [SEP]` with segment ids and the head reads the [CLS]
 vector. `classify_pair(nlp, premise, hypothesis)` is the one-call API.
 """
 from itertools import islice
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 from spacy.language import Language
 from spacy.pipeline.textcat import TextCategorizer
-from spacy.scorer import Scorer
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
-from spacy.util import registry
 from thinc.api import Config, Model, xp2torch
 
 from ..classification.losses import (
@@ -84,8 +82,8 @@ def make_mlm_textcat(
 ) -> "MLMTextCategorizer":
     """Classifier writing `doc.cats`, for single texts or pair Docs.
 
-    model: `spacy_mlm.ClassifierHead.v2` on an `EncoderListener` (default: the
-        [CLS] vector of a 384-wide encoder, exclusive classes). Multi-label:
+    model: `spacy_mlm.ClassifierHead.v3` on an `EncoderListener` (default: the
+        [CLS] vector, exclusive classes; the width is the encoder's). Multi-label:
         set `exclusive_classes = false` on the model.
     threshold: multi-label decision cutoff for scoring (exclusive: the argmax wins).
     class_weights: null, "balanced" (from the training data's label counts), or

@@ -6,7 +6,7 @@ fine-tune one transformer. It sets `doc._.mlm_encoding` at prediction time.
 """
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional
 
 import srsly
 from spacy.language import Language
