@@ -217,6 +217,14 @@ def run_hf(model_path, train_docs, dev_docs, order, args, labels):
     return preds, train_s, time.perf_counter() - start
 
 
+def speedup(results, name):
+    """The fastest peer's training time over ours (median over repeats), or None."""
+    peers = [results[p]["train_s"] for p in ("hf", "spacy_trf") if p in results]
+    if name not in results or not peers:
+        return None
+    return min(peers) / results[name]["train_s"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", default=str(ROOT / "../shared/data/conll2003/train.txt"))
@@ -231,6 +239,9 @@ def main():
     parser.add_argument("--n-samples", type=int, default=1000, help="bootstrap samples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--systems", default="ours,ours_crf,hf,spacy_trf")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="train every system this many times, in turn; train_s is the median"
+    )
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: on a shared, loaded CPU more threads spin and run slower)"
     )
@@ -259,33 +270,43 @@ def main():
         flush=True,
     )
     results = {}
+    train_runs = {name: [] for name in systems}
+    # repeats run the systems in turn (ours, peers, ours, peers, ...), so that a
+    # change in machine load between runs falls on every system alike
+    for repeat in range(args.repeats):
+        for name in systems:
+            print(f"== {name}" + (f" (repeat {repeat + 1}/{args.repeats})" if args.repeats > 1 else ""), flush=True)
+            fix_random_seed(args.seed)
+            if name in ("ours", "ours_crf", "spacy_trf"):
+                nlp = build_spacy_trf(model_path) if name == "spacy_trf" else build_ours(model_path, name == "ours_crf")
+                train_s = train_spacy(nlp, train_docs, order, args)
+                preds, infer_s = predict_spacy(nlp, dev_docs)
+            elif name == "hf":
+                preds, train_s, infer_s = run_hf(model_path, train_docs, dev_docs, order, args, make_tag_labels(types, "BIO"))
+            else:
+                raise SystemExit(f"unknown system {name!r}")
+            train_runs[name].append(train_s)
+            print(f"   {name}: train {train_s:.0f}s", flush=True)
+            if repeat:
+                continue
+            scores = score_entities(gold, preds)
+            results[name] = {
+                "f1": scores["ents_f"],
+                "p": scores["ents_p"],
+                "r": scores["ents_r"],
+                "wps": n_dev_words / infer_s,
+                "counts": per_doc_counts(gold, preds),
+                "per_type": {k: round(v["f"], 4) for k, v in scores["ents_per_type"].items()},
+            }
+            r = results[name]
+            print(
+                f"   {name}: dev P {100 * r['p']:.2f} R {100 * r['r']:.2f} F1 {100 * r['f1']:.2f} | "
+                f"inference {r['wps']:.0f} words/s | per type {r['per_type']}",
+                flush=True,
+            )
     for name in systems:
-        print(f"== {name}", flush=True)
-        fix_random_seed(args.seed)
-        if name in ("ours", "ours_crf", "spacy_trf"):
-            nlp = build_spacy_trf(model_path) if name == "spacy_trf" else build_ours(model_path, name == "ours_crf")
-            train_s = train_spacy(nlp, train_docs, order, args)
-            preds, infer_s = predict_spacy(nlp, dev_docs)
-        elif name == "hf":
-            preds, train_s, infer_s = run_hf(model_path, train_docs, dev_docs, order, args, make_tag_labels(types, "BIO"))
-        else:
-            raise SystemExit(f"unknown system {name!r}")
-        scores = score_entities(gold, preds)
-        results[name] = {
-            "f1": scores["ents_f"],
-            "p": scores["ents_p"],
-            "r": scores["ents_r"],
-            "train_s": train_s,
-            "wps": n_dev_words / infer_s,
-            "counts": per_doc_counts(gold, preds),
-            "per_type": {k: round(v["f"], 4) for k, v in scores["ents_per_type"].items()},
-        }
-        r = results[name]
-        print(
-            f"   {name}: dev P {100 * r['p']:.2f} R {100 * r['r']:.2f} F1 {100 * r['f1']:.2f} | train {train_s:.0f}s | "
-            f"inference {r['wps']:.0f} words/s | per type {r['per_type']}",
-            flush=True,
-        )
+        results[name]["train_s"] = float(numpy.median(train_runs[name]))
+        results[name]["train_s_runs"] = [round(t, 1) for t in train_runs[name]]
 
     print(f"\n{'system':<10} {'dev F1':>7} {'train s':>8} {'words/s':>8}")
     for name, r in results.items():
@@ -303,6 +324,9 @@ def main():
         "ours_crf_train_s": results.get("ours_crf", {}).get("train_s"),
         "hf_train_s": results.get("hf", {}).get("train_s"),
         "spacy_trf_train_s": results.get("spacy_trf", {}).get("train_s"),
+        "ours_train_speedup": speedup(results, "ours"),
+        "ours_crf_train_speedup": speedup(results, "ours_crf"),
+        "train_s_runs": {name: r["train_s_runs"] for name, r in results.items()},
         "n_train": len(train_docs),
         "n_dev": len(dev_docs),
         "p_value": None,
