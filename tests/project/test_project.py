@@ -27,7 +27,6 @@ def project_run(tiny_model_dir, tmp_path_factory):
         "data_dir": REPO / "project" / "assets_default",
         "configs": REPO / "configs",
         "base_model": tiny_model_dir,
-        "encoder_width": 32,
         "pretrain_steps": 2,
         "pretrain_batch": 4,
         "pretrain_length": 32,
