@@ -17,7 +17,7 @@ from spacy.util import registry
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d
 
-from ..errors import SpacyMlmError
+from .listener import initialized_width
 from .torch_shim import TorchShim
 
 
@@ -71,16 +71,9 @@ def build_classifier_head_v3(
 
 
 def _classifier_init(model: Model, X=None, Y=None):
-    tok2vec = model.get_ref("tok2vec")
-    tok2vec.initialize(X=X)
-    if not tok2vec.has_dim("nO"):
-        raise SpacyMlmError(
-            "the classifier's listener has no width yet: the encoder it listens to must be initialized first "
-            "(put it before the classifier in the pipeline), or set the listener's width"
-        )
     if Y is not None and not model.has_dim("nO"):
         model.set_dim("nO", Y.shape[1])
-    model.set_dim("nI", tok2vec.get_dim("nO"), force=True)
+    model.set_dim("nI", initialized_width(model.get_ref("tok2vec"), "classifier"), force=True)
     model.shims[0].build(width=model.get_dim("nI"), n_labels=model.get_dim("nO"),
                          hidden_width=model.attrs["hidden_width"], init_std=model.attrs["init_std"])
     return model

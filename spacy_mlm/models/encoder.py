@@ -47,15 +47,10 @@ def to_doc_encodings(batch: EncoderBatch, tokenizer: PieceTokenizer) -> List[Doc
     ]
 
 
-def _encoder_model(init: Callable, **attrs) -> Model:
-    return Model(
-        "mlm_encoder",
-        forward,
-        init=init,
-        attrs={"tokenizer": None, **attrs},
-        shims=[],
-        dims={"nO": None},
-    )
+def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_batch_pieces: int, **options) -> Model:
+    """The thinc encoder model; `init` loads or builds its transformer (see `_set_backbone`)."""
+    attrs = dict(path=path, output_hidden_states=output_hidden_states, max_batch_pieces=max_batch_pieces, **options)
+    return Model("mlm_encoder", forward, init=init, attrs={"tokenizer": None, **attrs}, shims=[], dims={"nO": None})
 
 
 @registry.architectures("spacy_mlm.HFEncoder.v1")
@@ -82,16 +77,8 @@ def build_hf_encoder_v1(
     def load(model: Model, X=None, Y=None) -> None:
         _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
 
-    return _encoder_model(
-        load,
-        path=path,
-        window=window,
-        overlap=overlap,
-        trainable_layers=trainable_layers,
-        output_hidden_states=output_hidden_states,
-        max_batch_pieces=max_batch_pieces,
-        mixed_precision=mixed_precision,
-    )
+    options = dict(window=window, overlap=overlap, trainable_layers=trainable_layers, mixed_precision=mixed_precision)
+    return _encoder_model(load, path, output_hidden_states, max_batch_pieces, **options)
 
 
 @registry.architectures("spacy_mlm.ScratchEncoder.v1")
@@ -130,16 +117,8 @@ def build_scratch_encoder_v1(
             ),
         )
 
-    return _encoder_model(
-        build,
-        path=tokenizer_path,
-        window=window,
-        overlap=overlap,
-        trainable_layers=trainable_layers,
-        output_hidden_states=output_hidden_states,
-        max_batch_pieces=max_batch_pieces,
-        mixed_precision=mixed_precision,
-    )
+    options = dict(window=window, overlap=overlap, trainable_layers=trainable_layers, mixed_precision=mixed_precision)
+    return _encoder_model(build, tokenizer_path, output_hidden_states, max_batch_pieces, **options)
 
 
 def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:

@@ -138,6 +138,19 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
     return outputs, lambda d_outputs: []
 
 
+def initialized_width(listener: Model, head: str) -> int:
+    """Initialize a head's listener and return its width, which the encoder sets
+    when it loads: the encoder must come first in the pipeline (or the config
+    must give the width)."""
+    listener.initialize()
+    if not listener.has_dim("nO"):
+        raise SpacyMlmError(
+            f"the {head}'s listener has no width yet: the encoder it listens to must be initialized first "
+            f"(put it before the {head} in the pipeline), or set the listener's width"
+        )
+    return listener.get_dim("nO")
+
+
 def backprop_to_encoder(model: Model, outputs: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> None:
     """Push a listener's output gradients into the encoder's graph in one backward
     call (outputs of a frozen encoder have no graph), then tell the encoder that

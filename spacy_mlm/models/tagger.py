@@ -18,7 +18,7 @@ from spacy.util import registry
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Ragged
 
-from ..errors import SpacyMlmError
+from .listener import initialized_width
 from .torch_shim import TorchShim
 
 
@@ -93,14 +93,7 @@ def tagger_head(model: Model) -> TaggerHead:
 
 
 def _tagger_init(model: Model, X=None, Y=None):
-    tok2vec = model.get_ref("tok2vec")
-    tok2vec.initialize(X=X)
-    if not tok2vec.has_dim("nO"):
-        raise SpacyMlmError(
-            "the tagger's listener has no width yet: the encoder it listens to must be initialized first "
-            "(put it before the tagger in the pipeline), or set the listener's width"
-        )
-    model.set_dim("nI", tok2vec.get_dim("nO"), force=True)
+    model.set_dim("nI", initialized_width(model.get_ref("tok2vec"), "tagger"), force=True)
     model.shims[0].build(
         width=model.get_dim("nI"), n_tags=model.get_dim("nO"), crf=model.attrs["crf"], init_std=model.attrs["init_std"]
     )
