@@ -51,14 +51,11 @@ import numpy  # noqa: E402
 import spacy  # noqa: E402
 import torch  # noqa: E402
 
-import spacy_mlm  # noqa: E402,F401
-from spacy_mlm.similarity.layers import contextual_token_vectors, layer_indices  # noqa: E402
-from spacy_mlm.similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
-from spacy_mlm.readers.corpus import read_corpus  # noqa: E402
-from spacy_mlm.readers.wic import read_wic_split, target_span  # noqa: E402
-from spacy_mlm.scoring.similarity import cosine_rows  # noqa: E402
-from spacy_mlm.similarity.transforms import make_transform_chain  # noqa: E402
-from spacy_mlm.similarity.wic import labels_of, mix_context, pos_of, threshold_evaluation, wic_scores  # noqa: E402
+from spacy_mlm import (  # noqa: E402
+    contextual_token_vectors, cosine_rows, docs_before, labels_of, layer_indices, make_transform_chain,
+    make_vectors_pipeline, mix_context, pos_of, read_corpus, read_wic_split, target_span, threshold_evaluation,
+    wic_scores,
+)
 
 # (name, steps, n_components for abtt)
 TRANSFORMS = [

@@ -30,11 +30,9 @@ import numpy  # noqa: E402
 import spacy  # noqa: E402
 import torch  # noqa: E402
 
-import spacy_mlm  # noqa: E402,F401
-from spacy_mlm.similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
-from spacy_mlm.readers.wsd import read_wsd_corpus, sentence_doc  # noqa: E402
-from spacy_mlm.similarity.senses import SenseInventory  # noqa: E402
-from spacy_mlm.similarity.transforms import make_transform_chain  # noqa: E402
+from spacy_mlm import (  # noqa: E402
+    SenseInventory, docs_before, make_transform_chain, make_vectors_pipeline, read_wsd_corpus, sentence_doc,
+)
 
 
 def covered(sentences, train_lemmas):
