@@ -4,8 +4,6 @@ Like spaCy's `tok2vec`, it runs once per batch and hands its output to the
 components listening to it (see `encoder/listener.py`), so several heads
 fine-tune one transformer. It sets `doc._.mlm_encoding` at prediction time.
 """
-import tempfile
-from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional
 
 import srsly
@@ -21,7 +19,8 @@ from ..models.listener import EncoderListener
 from ..models.encoder import _set_backbone, get_hf_model, to_doc_encodings
 from ..models.encoding import ENCODING_ATTR, DocEncoding, install_encoding_extension
 from ..errors import ModelLoadError
-from ..util.io import atomic_write_text
+from ..tokenization.pair import install_pair_extension
+from ..util.io import atomic_write_text, directory_from_bytes, directory_to_bytes
 
 FORMAT_VERSION = 1
 
@@ -49,6 +48,7 @@ def make_mlm_encoder(nlp: Language, name: str, model: Model) -> "MLMEncoder":
     components that listen to it. `model.path` names a local Hugging Face directory.
     Weights load in `nlp.initialize()`, or from the saved pipeline in `spacy.load`."""
     install_encoding_extension()
+    install_pair_extension()
     return MLMEncoder(nlp.vocab, model, name=name)
 
 
@@ -207,26 +207,8 @@ class MLMEncoder(TrainablePipe):
         return self
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:
-        with tempfile.TemporaryDirectory() as tmp:
-            self.to_disk(tmp)
-            files = {str(p.relative_to(tmp)): p.read_bytes() for p in Path(tmp).rglob("*") if p.is_file()}
-        return srsly.msgpack_dumps(files)
+        return directory_to_bytes(self.to_disk)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "MLMEncoder":
-        try:
-            files = srsly.msgpack_loads(bytes_data)
-        except ValueError as err:
-            raise ModelLoadError("<bytes>", f"not a serialized mlm_encoder component ({err})") from None
-        if not isinstance(files, dict):
-            raise ModelLoadError("<bytes>", "not a serialized mlm_encoder component (expected a mapping of files)")
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp).resolve()
-            for rel, data in files.items():
-                target = (root / rel).resolve() if isinstance(rel, str) else root
-                # the bytes may come from anywhere: never write outside the temporary directory
-                if root not in target.parents or not isinstance(data, bytes):
-                    raise ModelLoadError("<bytes>", f"not a serialized mlm_encoder component (bad entry {rel!r})")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-            self.from_disk(tmp)
+        directory_from_bytes(bytes_data, self.from_disk, "mlm_encoder component")
         return self

@@ -15,8 +15,12 @@ from ..errors import SpacyMlmError
 
 PAIR_ATTR = "mlm_pair_start"
 
-if not Doc.has_extension(PAIR_ATTR):
-    Doc.set_extension(PAIR_ATTR, default=None)
+
+def install_pair_extension() -> None:
+    """`doc._.mlm_pair_start`, installed by what makes pair Docs (`make_pair_doc`,
+    the NLI reader) and by the `mlm_encoder` factory, which reads it."""
+    if not Doc.has_extension(PAIR_ATTR):
+        Doc.set_extension(PAIR_ATTR, default=None)
 
 
 def make_pair_doc(nlp: Language, text_a: str, text_b: str) -> Doc:
@@ -24,6 +28,7 @@ def make_pair_doc(nlp: Language, text_a: str, text_b: str) -> Doc:
     Run the pipeline on it with `nlp(doc)`."""
     if not isinstance(text_a, str) or not isinstance(text_b, str):
         raise SpacyMlmError(f"make_pair_doc needs two strings, got {type(text_a).__name__} and {type(text_b).__name__}")
+    install_pair_extension()
     doc_a, doc_b = nlp.make_doc(text_a), nlp.make_doc(text_b)
     doc = Doc.from_docs([doc_a, doc_b], ensure_whitespace=True)
     doc._.set(PAIR_ATTR, len(doc_a))
@@ -32,7 +37,7 @@ def make_pair_doc(nlp: Language, text_a: str, text_b: str) -> Doc:
 
 def pair_char_split(doc: Doc) -> Optional[Tuple[int, int, int]]:
     """(end of A, start of B, end of B) in characters, or None for a single text."""
-    start = doc._.get(PAIR_ATTR)
+    start = doc._.get(PAIR_ATTR) if Doc.has_extension(PAIR_ATTR) else None
     if start is None:
         return None
     if not 0 <= start <= len(doc):

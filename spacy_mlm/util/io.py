@@ -6,7 +6,11 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Callable, Iterator, Union
+
+import srsly
+
+from ..errors import ModelLoadError
 
 PathLike = Union[str, Path]
 
@@ -94,3 +98,34 @@ def atomic_directory(path: PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def directory_to_bytes(write: Callable[[Path], None]) -> bytes:
+    """The files `write(directory)` writes, as one msgpack'd {relative path: bytes}
+    mapping: `to_bytes` for components that save themselves as directories."""
+    with tempfile.TemporaryDirectory() as tmp:
+        write(Path(tmp))
+        files = {str(p.relative_to(tmp)): p.read_bytes() for p in Path(tmp).rglob("*") if p.is_file()}
+    return srsly.msgpack_dumps(files)
+
+
+def directory_from_bytes(bytes_data: bytes, read: Callable[[Path], None], what: str) -> None:
+    """Unpack `directory_to_bytes` output into a temporary directory and
+    `read(directory)` it. The bytes may come from anywhere, so nothing is
+    written outside that directory and anything but a mapping of relative
+    paths to bytes is a ModelLoadError naming `what` they should be."""
+    try:
+        files = srsly.msgpack_loads(bytes_data)
+    except ValueError as err:
+        raise ModelLoadError("<bytes>", f"not a serialized {what} ({err})") from None
+    if not isinstance(files, dict):
+        raise ModelLoadError("<bytes>", f"not a serialized {what} (expected a mapping of files)")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp).resolve()
+        for rel, data in files.items():
+            target = (root / rel).resolve() if isinstance(rel, str) else root
+            if root not in target.parents or not isinstance(data, bytes):
+                raise ModelLoadError("<bytes>", f"not a serialized {what} (bad entry {rel!r})")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        read(root)
