@@ -15,12 +15,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def entry_point_modules():
-    """The modules setup.py's spaCy entry points load (spacy_factories, spacy_architectures, ...)."""
+    """The modules setup.py's registry entry points load (spacy_factories, thinc_schedules, ...)."""
     tree = ast.parse((REPO / "setup.py").read_text(encoding="utf8"))
     (groups,) = [ast.literal_eval(node.value) for node in ast.walk(tree)
                  if isinstance(node, ast.keyword) and node.arg == "entry_points"]
     return sorted({spec.split("=", 1)[1].strip().split(":")[0]
-                   for group, specs in groups.items() if group.startswith("spacy_") for spec in specs})
+                   for group, specs in groups.items() if group != "console_scripts" for spec in specs})
 
 
 def private_uses(path: Path):
