@@ -17,6 +17,7 @@ from spacy.util import registry
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d
 
+from .initialization import init_output_layer
 from .listener import initialized_width
 from .torch_shim import TorchShim
 
@@ -26,12 +27,7 @@ class ClassifierHead(torch.nn.Module):
         super().__init__()
         self.hidden = torch.nn.Linear(width, hidden_width) if hidden_width else None
         self.output = torch.nn.Linear(hidden_width or width, n_labels)
-        # Normal(0, init_std) as Hugging Face's classification heads (0 = zeros)
-        if init_std > 0:
-            torch.nn.init.normal_(self.output.weight, std=init_std)
-        else:
-            torch.nn.init.zeros_(self.output.weight)
-        torch.nn.init.zeros_(self.output.bias)
+        init_output_layer(self.output, init_std)
 
     def forward(self, vectors: torch.Tensor, dropout: float = 0.0) -> torch.Tensor:
         if self.hidden is not None:

@@ -18,6 +18,7 @@ from spacy.util import registry
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Ragged
 
+from .initialization import init_output_layer
 from .listener import initialized_width
 from .torch_shim import TorchShim
 
@@ -26,10 +27,7 @@ class TaggerHead(torch.nn.Module):
     def __init__(self, width: int, n_tags: int, crf: bool, init_std: float):
         super().__init__()
         self.output = torch.nn.Linear(width, n_tags)
-        # Normal(0, init_std) as Hugging Face's token-classification head; a head
-        # at zero passes no gradient to the encoder until it has grown
-        torch.nn.init.normal_(self.output.weight, std=init_std) if init_std > 0 else torch.nn.init.zeros_(self.output.weight)
-        torch.nn.init.zeros_(self.output.bias)
+        init_output_layer(self.output, init_std)
         self.crf = crf
         if crf:
             # a CRF that starts out as the softmax tagger and learns the moves that help
