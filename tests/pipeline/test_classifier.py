@@ -93,7 +93,7 @@ def test_pair_docs_encode_like_the_hf_pair_template(tiny_model_dir):
     assert not numpy.allclose(joined.cls, encoding.cls, atol=1e-3)
 
 
-def test_tiny_model_learns_separable_task(tiny_model_dir):
+def test_tiny_model_learns_separable_task(tiny_model_dir, device):
     nlp = make_nlp(tiny_model_dir, pooling="cls")
     train_egs = examples(nlp, toy_rows(48, seed=0), ["POS", "NEG"])
     nlp.initialize(lambda: train_egs)
@@ -106,7 +106,7 @@ def test_tiny_model_learns_separable_task(tiny_model_dir):
     assert set(doc.cats) == {"POS", "NEG"} and sum(doc.cats.values()) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_multilabel_learns_and_scores_auc(tiny_model_dir):
+def test_multilabel_learns_and_scores_auc(tiny_model_dir, device):
     nlp = make_nlp(tiny_model_dir, pooling="doc_mean", exclusive=False, hidden_width=16)
     labels = ["POS", "NEG", "EXTRA"]
     train_egs = examples(nlp, toy_rows(48, seed=0, extra=True), labels)
@@ -217,7 +217,7 @@ def test_balanced_class_weights_are_computed_and_saved(tiny_model_dir, tmp_path)
     assert loaded(text).cats == pytest.approx(cats, abs=1e-5)
 
 
-def test_classify_pair_returns_label_probabilities(tiny_model_dir):
+def test_classify_pair_returns_label_probabilities(tiny_model_dir, device):
     nlp = make_nlp(tiny_model_dir)
     labels = ["entailment", "neutral", "contradiction"]
 

@@ -46,7 +46,7 @@ def _ner_examples(nlp):
     return [Example.from_dict(nlp.make_doc(t), {"entities": ents}) for t, ents in NER_DATA]
 
 
-def test_spacy_ner_trains_through_listener(tiny_model_dir):
+def test_spacy_ner_trains_through_listener(tiny_model_dir, device):
     nlp = _nlp(tiny_model_dir)
     nlp.add_pipe(
         "ner",
@@ -68,7 +68,7 @@ def test_spacy_ner_trains_through_listener(tiny_model_dir):
     assert nlp.get_pipe("mlm_encoder").listening_components == ["ner"]
 
 
-def test_spacy_textcat_and_tagger_train_through_listener(tiny_model_dir):
+def test_spacy_textcat_and_tagger_train_through_listener(tiny_model_dir, device):
     nlp = _nlp(tiny_model_dir)
     nlp.add_pipe(
         "textcat",

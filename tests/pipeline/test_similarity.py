@@ -105,7 +105,7 @@ def test_needs_an_encoder_before_it():
         configure_vectors_component(spacy.blank("en"))
 
 
-def test_fit_transform_then_save_and_load(tiny_model_dir, tmp_path):
+def test_fit_transform_then_save_and_load(tiny_model_dir, device, tmp_path):
     nlp = make_vectors_pipeline(tiny_model_dir, steps=["standardize", "abtt"], n_components=2)
     component: ContextualVectors = nlp.get_pipe("mlm_vectors")
     assert not component.transform.is_fitted
