@@ -16,6 +16,7 @@ setup(
     package_data={
         "spacy_mlm.project": ["project.yml", "README.md", "scripts/*", "assets_default/**/*"],
         "spacy_mlm.configs": ["**/*.cfg"],
+        "spacy_mlm.training": ["templates/*.jinja"],
     },
     python_requires=">=3.10",
     install_requires=[
@@ -43,6 +44,7 @@ setup(
             "mlm_vectors = spacy_mlm.pipeline.vectors:make_mlm_vectors",
             "mlm_ner = spacy_mlm.pipeline.ner:make_mlm_ner",
             "mlm_textcat = spacy_mlm.pipeline.classifier:make_mlm_textcat",
+            "mlm_regressor = spacy_mlm.pipeline.regressor:make_mlm_regressor",
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",
@@ -51,17 +53,26 @@ setup(
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.models.listener:build_encoder_piece_listener_v1",
             "spacy_mlm.TokenTagger.v3 = spacy_mlm.models.tagger:build_token_tagger_v3",
             "spacy_mlm.ClassifierHead.v3 = spacy_mlm.models.classifier:build_classifier_head_v3",
+            "spacy_mlm.RegressionHead.v1 = spacy_mlm.models.classifier:build_regression_head_v1",
         ],
         "spacy_readers": [
             "spacy_mlm.ConllCorpus.v1 = spacy_mlm.readers.conll:create_conll_corpus_v1",
             "spacy_mlm.NLICorpus.v1 = spacy_mlm.readers.nli:create_nli_corpus_v1",
+            "spacy_mlm.PairScoreCorpus.v1 = spacy_mlm.readers.pair_scores:create_pair_score_corpus_v1",
             "spacy_mlm.TextCatCorpus.v1 = spacy_mlm.readers.textcat:create_textcat_corpus_v1",
         ],
         "spacy_optimizers": [
             "spacy_mlm.LayerDecayAdam.v2 = spacy_mlm.training.optimizer:build_layer_decay_adam_v2",
         ],
+        "thinc_schedules": [
+            "spacy_mlm.warmup_linear.v1 = spacy_mlm.training.schedules:build_warmup_linear_v1",
+        ],
+        "spacy_loggers": [
+            "spacy_mlm.ConsoleLogger.v1 = spacy_mlm.training.logger:make_console_logger",
+        ],
         "spacy_scorers": [
             "spacy_mlm.textcat_scorer.v1 = spacy_mlm.scoring.textcat:make_textcat_scorer",
+            "spacy_mlm.regression_scorer.v1 = spacy_mlm.scoring.regression:make_regression_scorer",
         ],
         "spacy_callbacks": [
             "spacy_mlm.atomic_to_disk.v1 = spacy_mlm.util.save:make_atomic_to_disk",

@@ -1,6 +1,6 @@
 """Write docs/reference.md from the code: every pipeline factory (with its
 default config) and every registered function (architectures, readers, scorers,
-optimizers, callbacks, misc) of spacy_mlm, with arguments, defaults and docstrings, so the
+optimizers, schedules, loggers, callbacks, misc) of spacy_mlm, with arguments, defaults and docstrings, so the
 reference cannot drift from what spaCy actually resolves.
 
     .venv/bin/python docs/make_reference.py
@@ -19,6 +19,8 @@ REGISTRIES = [
     ("readers", "Corpus readers", "@readers"),
     ("scorers", "Scorers", "@scorers"),
     ("optimizers", "Optimizers", "@optimizers"),
+    ("schedules", "Learning-rate schedules", "@schedules"),
+    ("loggers", "Training loggers", "@loggers"),
     ("callbacks", "Training callbacks", "@callbacks"),
     ("misc", "Other registered functions", "@misc"),
 ]

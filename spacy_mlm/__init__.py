@@ -6,7 +6,7 @@ benchmarks in bench/ import nothing else; submodules may move."""
 __version__ = "0.1.0"
 
 # Importing these modules registers the factories, architectures, readers,
-# optimizer, scorer, callback and misc functions (one per setup.py entry point:
+# optimizer, schedule, logger, scorer, callback and misc functions (one per setup.py entry point:
 # the entry points do the same for spaCy when the package is installed).
 from .models import classifier as _classifier_head, encoder as _encoder, listener as _listener  # noqa: E402,F401
 from .models import tagger as _tagger  # noqa: E402,F401
@@ -15,7 +15,7 @@ from .pipeline import vectors as _vectors  # noqa: E402,F401
 from .readers import conll as _conll, nli as _nli, textcat as _textcat  # noqa: E402,F401
 from .scoring import textcat as _textcat_scorer  # noqa: E402,F401
 from .similarity import transforms as _transforms  # noqa: E402,F401
-from .training import optimizer as _layer_decay  # noqa: E402,F401
+from .training import logger as _console_logger, optimizer as _layer_decay, schedules as _schedules  # noqa: E402,F401
 from .util import save as _atomic_save  # noqa: E402,F401
 
 # Pipelines, encoders and sentence pairs

@@ -1,6 +1,8 @@
 """Every shipped pipeline config validates through `spacy debug config` (every
 object in the tree built, [initialize] and [training] checked), both as shipped
-and after `spacy init fill-config`'s auto-fill, and an `nlp` built from them.
+and after `spacy init fill-config`'s auto-fill, and an `nlp` built from them;
+each is what `spacy_mlm init-config` writes, `spacy debug data` runs clean on
+it, and init-config's output trains.
 The encoder path points at the tiny test model, so nothing large is loaded. The
 pretraining config lives apart, in configs/pretraining/ (tests/pretraining/test_config.py)."""
 from pathlib import Path
@@ -11,6 +13,7 @@ from spacy.cli.debug_config import debug_config
 from thinc.api import Config
 
 import spacy_mlm  # noqa: F401
+from spacy_mlm.training.config_templates import SHIPPED, SHIPPED_PRETRAINING, render_shipped
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 CONFIGS = sorted(CONFIG_DIR.glob("*.cfg"))
@@ -90,3 +93,124 @@ def test_ner_crf_variant_is_an_override_and_no_size_is_written_down(overrides):
     ner = nlp.get_pipe("ner")
     assert ner.model.get_ref("tok2vec").get_dim("nO") == 32
     assert tagger_head(ner.model).transitions.shape == (5, 5)
+
+
+# -- the shipped configs are init-config's, and spaCy's tools read them --------------
+
+ASSETS = Path(__file__).resolve().parents[1] / "project" / "assets_default"
+
+
+@pytest.mark.parametrize("name", [*SHIPPED, SHIPPED_PRETRAINING])
+def test_shipped_config_is_what_init_config_writes(name):
+    """configs/ is made by the templates (edit spacy_mlm/training/templates, then
+    rewrite the file with the command in its header)."""
+    assert (CONFIG_DIR / name).read_text(encoding="utf8") == render_shipped(name), (
+        f"configs/{name} differs from its template; rewrite it with the command in its 'Written by' line")
+
+
+def test_every_shipped_pipeline_config_comes_from_a_template():
+    assert {p.name for p in CONFIGS} == set(SHIPPED)
+
+
+@pytest.fixture(scope="module")
+def task_data(tmp_path_factory):
+    """Small train/dev files of each task's usual format (the project's embedded data)."""
+    from spacy_mlm.readers.conll import conll_to_docbin
+
+    out = tmp_path_factory.mktemp("task_data")
+    conll_to_docbin(ASSETS / "conll2003" / "train.txt", out / "train.spacy")
+    conll_to_docbin(ASSETS / "conll2003" / "valid.txt", out / "dev.spacy")
+    docbins = {"paths.train": str(out / "train.spacy"), "paths.dev": str(out / "dev.spacy")}
+    return {
+        "ner": docbins,
+        "vectors": docbins,
+        "textcat": {"paths.train": str(ASSETS / "sst2" / "train.tsv"), "paths.dev": str(ASSETS / "sst2" / "dev.tsv")},
+        "nli": {"paths.train": str(ASSETS / "snli" / "dev.jsonl"),
+                "paths.dev": str(ASSETS / "mnli_sample" / "dev_matched_sample1000.tsv")},
+    }
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_spacy_debug_data_runs_clean_with_only_paths_given(name, task_data, tiny_model_dir, capsys):
+    """`spacy debug data` builds the optimizer from the raw [training.optimizer]
+    section (the learning-rate schedule's total_steps is '${training.max_steps}'
+    there) and initializes the pipeline on the training corpus."""
+    from spacy.cli.debug_data import debug_data
+
+    overrides = {**task_data[SHIPPED[name]["task"]], "paths.encoder": str(tiny_model_dir)}
+    debug_data(CONFIG_DIR / name, config_overrides=overrides, silent=False)
+    out = capsys.readouterr().out
+    assert "Pipeline can be initialized with data" in out and "Corpus is loadable" in out
+    assert "✘" not in out, out
+
+
+INIT_CONFIG_RUNS = [
+    ("ner", ["--crf"], {}),
+    ("textcat", [], {"corpora.dev.limit": 20}),
+    ("nli", [], {"corpora.dev.limit": 20}),
+    ("vectors", [], {}),
+]
+
+
+@pytest.mark.parametrize("task,flags,extra", INIT_CONFIG_RUNS, ids=[run[0] for run in INIT_CONFIG_RUNS])
+def test_init_config_writes_a_config_that_trains(task, flags, extra, task_data, tiny_model_dir, tmp_path, capfd):
+    """init-config on the tiny encoder writes what the template renders, and
+    `spacy train` runs it for a few steps, with progress lines on stderr (not
+    a terminal) and spaCy's table of losses and scores on stdout."""
+    from spacy.cli.train import train
+    from typer.testing import CliRunner
+
+    from spacy_mlm.cli import app
+    from spacy_mlm.training.config_templates import render_pipeline_config
+
+    path = tmp_path / f"{task}.cfg"
+    result = CliRunner().invoke(app, ["init-config", str(path), "--task", task, "--encoder", str(tiny_model_dir), *flags])
+    assert result.exit_code == 0, result.output
+    text = path.read_text(encoding="utf8")
+    assert text == render_pipeline_config(task, str(tiny_model_dir), crf=bool(flags), output=str(path))
+    assert f"init-config {path} --task {task} --encoder {tiny_model_dir}" in text
+    steps = 1 if task == "vectors" else 4
+    overrides = {**task_data[task], "training.max_steps": steps, "training.eval_frequency": 2,
+                 "training.logger.progress_interval": 0, **extra}
+    train(path, tmp_path / "out", overrides=overrides)
+    out, err = capfd.readouterr()
+    assert f"train, epoch 0: {steps}/{steps} steps (100%)" in err and "steps/s" in err
+    assert "\r" not in err
+    assert "SCORE" in out.upper() and (tmp_path / "out" / "model-last" / "config.cfg").is_file()
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert nlp.pipe_names == ["encoder", SHIPPED[f"{task}.cfg"]["task"]]
+    if task == "ner":
+        assert nlp.config["components"]["ner"]["model"]["crf"] is True
+
+
+def test_init_pretrain_config_is_the_shipped_one_and_names_its_source(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_mlm.cli import app
+    from spacy_mlm.pretraining.config import load_pretraining_config
+
+    path = tmp_path / "pretrain.cfg"
+    result = CliRunner().invoke(app, ["init-pretrain-config", str(path), "--source", str(tiny_model_dir)])
+    assert result.exit_code == 0, result.output
+    shipped = (CONFIG_DIR / SHIPPED_PRETRAINING).read_text(encoding="utf8")
+    body = lambda text: text.split("\n[paths]", 1)[1]  # noqa: E731
+    assert body(path.read_text(encoding="utf8")) == body(shipped).replace("source = null", f'source = "{tiny_model_dir}"', 1)
+    config = load_pretraining_config(path, {"paths.train": "corpus.txt"})
+    assert config["pretraining"]["source"] == str(tiny_model_dir)
+
+
+def test_init_config_refuses_what_it_cannot_write(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_mlm.cli import app
+
+    runner = CliRunner()
+    cases = [
+        (["--task", "pos", "--encoder", str(tiny_model_dir)], "--task must be one of ner, textcat, nli, vectors"),
+        (["--task", "textcat", "--crf", "--encoder", str(tiny_model_dir)], "--crf is for the ner task"),
+        (["--task", "ner", "--encoder", str(tmp_path)], "has no config.json"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, ["init-config", str(tmp_path / "x.cfg"), *args])
+        assert result.exit_code != 0 and message in result.output, result.output
+        assert not (tmp_path / "x.cfg").exists()

@@ -7,6 +7,8 @@ app = typer.Typer(
     help="Masked-language-model encoders for spaCy: pretrain, fine-tune, evaluate.",
     no_args_is_help=True,
     add_completion=False,
+    # plain click help: rich markup would eat "[pretraining]" and "[default: ...]" in help texts
+    rich_markup_mode=None,
 )
 
 # Command modules (importing them registers their commands on `app`).
@@ -15,3 +17,4 @@ from . import convert_conll, evaluate_ner, compare  # noqa: E402,F401
 from . import fit_transform, wic  # noqa: E402,F401
 from . import pretrain, fill_mask  # noqa: E402,F401
 from . import evaluate  # noqa: E402,F401
+from . import init_config  # noqa: E402,F401

@@ -1,0 +1,63 @@
+"""`spacy_mlm init-config` and `spacy_mlm init-pretrain-config`: write a
+complete, commented config, as `spacy init config` does, from the templates
+the shipped configs/ are made of (`spacy_mlm.training.config_templates`)."""
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+
+
+def write_config(output: str, text: str) -> None:
+    """`text` to the file `output` (atomically), or to stdout for "-"."""
+    from ..util.io import atomic_write_text
+
+    if output == "-":
+        typer.echo(text, nl=False)
+        return
+    atomic_write_text(output, text)
+    typer.echo(f"wrote {output}", err=True)
+
+
+def check_encoder_dir(encoder: str) -> None:
+    """A config naming a directory that is not an HF model would fail only when training starts."""
+    from ..errors import ModelLoadError
+
+    if not (Path(encoder) / "config.json").is_file():
+        raise ModelLoadError(encoder, "has no config.json: --encoder must be a local Hugging Face model directory")
+
+
+@app.command("init-config", short_help="Write a complete pipeline config for a task.")
+def init_config_cli(
+    output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
+    task: str = typer.Option(..., "--task", help="ner | textcat | nli | vectors"),
+    encoder: str = typer.Option(
+        ..., "--encoder", help="local Hugging Face encoder directory (written as given: a relative path is read "
+        "from where spacy train runs)"),
+    crf: bool = typer.Option(False, "--crf", help="NER: score tag sequences with a linear-chain CRF"),
+    gpu: bool = typer.Option(False, "--gpu", help="to train on a GPU: memory from PyTorch's allocator"),
+):
+    """Write a complete, commented spaCy config for TASK on ENCODER: an
+    mlm_encoder and the task's component, corpora that read the task's usual
+    files, optimizer, schedule and budgets (as configs/ has them). Train it
+    with `python -m spacy train OUTPUT --paths.train ... --paths.dev ...`."""
+    from ..training.config_templates import render_pipeline_config
+
+    check_encoder_dir(encoder)
+    write_config(output, render_pipeline_config(task, encoder, crf=crf, gpu=gpu, output=output))
+
+
+@app.command("init-pretrain-config", short_help="Write a complete masked-LM pretraining config.")
+def init_pretrain_config_cli(
+    output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
+    source: Optional[str] = typer.Option(
+        None, "--source", help="HF directory to continue pretraining from (default: train from scratch)"),
+):
+    """Write the pretraining config with every setting and its default, for
+    `python -m spacy_mlm pretrain OUTPUT OUTPUT_DIR --paths.train corpus.txt`."""
+    from ..training.config_templates import render_pretraining_config
+
+    if source is not None:
+        check_encoder_dir(source)
+    write_config(output, render_pretraining_config(source, output=output))

