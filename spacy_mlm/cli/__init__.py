@@ -17,4 +17,4 @@ from . import convert_conll, evaluate_ner, compare  # noqa: E402,F401
 from . import fit_transform, wic  # noqa: E402,F401
 from . import pretrain, fill_mask  # noqa: E402,F401
 from . import evaluate  # noqa: E402,F401
-from . import init_config  # noqa: E402,F401
+from . import init_config, debug_data  # noqa: E402,F401
