@@ -30,6 +30,7 @@ from ..classification.losses import (
 )
 from ..tokenization.pair import make_pair_doc
 from ..errors import SpacyMlmError
+from .pair_input import PairInputGuard
 from ..scoring.textcat import unknown_gold_labels
 from ..util.save import checked_from_disk
 
@@ -94,7 +95,7 @@ def make_mlm_textcat(
     return MLMTextCategorizer(nlp.vocab, model, name, threshold=threshold, class_weights=class_weights, scorer=scorer)
 
 
-class MLMTextCategorizer(TextCategorizer):
+class MLMTextCategorizer(PairInputGuard, TextCategorizer):
     def __init__(
         self,
         vocab,
@@ -170,6 +171,7 @@ class MLMTextCategorizer(TextCategorizer):
         class_weight_vector(self.labels, weights)  # validates names and values
         self.cfg["class_weights"] = weights
         sample = list(islice(get_examples(), 10))
+        self.record_pair_input(eg.predicted for eg in sample)
         truths, _ = self._examples_to_truth(sample)
         self.model.initialize(X=[eg.reference for eg in sample], Y=truths)
 
@@ -179,8 +181,11 @@ class MLMTextCategorizer(TextCategorizer):
         return checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude)
 
     def predict(self, docs: Iterable[Doc]):
-        """(n_docs, n_labels) probabilities, as a numpy array on the host."""
-        logits = self.model.predict(list(docs))
+        """(n_docs, n_labels) probabilities, as a numpy array on the host (a
+        component trained on pairs warns once when given a single text)."""
+        docs = list(docs)
+        self.check_pair_input(docs)
+        logits = self.model.predict(docs)
         probs = torch.softmax(logits, dim=-1) if self.exclusive_classes else torch.sigmoid(logits)
         return probs.float().cpu().numpy()
 

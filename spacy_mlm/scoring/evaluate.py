@@ -97,14 +97,23 @@ def component_assigning(nlp: Language, attribute: str) -> Optional[str]:
     return None
 
 
+def trained_on_pairs(nlp: Language, name: str) -> Optional[bool]:
+    """Whether the classifier `name` was trained on pair Docs (recorded when it
+    was initialized, `pipeline.pair_input`); None for pipelines that predate it."""
+    return getattr(nlp.get_pipe(name), "cfg", {}).get("pair_input")
+
+
 def detect_task(nlp: Language) -> str:
-    """ner if the pipeline sets entities; else nli if its classifier's labels are
-    NLI labels; else textcat."""
+    """ner if the pipeline sets entities; else nli if its classifier was trained
+    on pairs (or, when that was not recorded, if its labels are NLI labels); else textcat."""
     if component_assigning(nlp, "doc.ents"):
         return "ner"
     name = component_assigning(nlp, "doc.cats")
     if name is None:
         raise SpacyMlmError(f"the pipeline ({', '.join(nlp.pipe_names)}) sets neither doc.ents nor doc.cats")
+    pairs = trained_on_pairs(nlp, name)
+    if pairs is not None:
+        return "nli" if pairs else "textcat"
     labels = set(nlp.get_pipe(name).labels)
     return "nli" if labels and labels <= set(THREE_WAY + TWO_WAY) else "textcat"
 
@@ -116,9 +125,20 @@ def resolve_task(nlp: Language, task: str) -> str:
         raise SpacyMlmError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
     if task == "auto":
         return detect_task(nlp)
-    if component_assigning(nlp, ASSIGNS[task]) is None:
+    name = component_assigning(nlp, ASSIGNS[task])
+    if name is None:
         raise SpacyMlmError(
             f"task {task} needs a component that sets {ASSIGNS[task]}; the pipeline has {', '.join(nlp.pipe_names) or 'none'}"
+        )
+    pairs = trained_on_pairs(nlp, name) if task != "ner" else None
+    if pairs is True and task == "textcat":
+        raise SpacyMlmError(
+            f"'{name}' was trained on sentence pairs: scoring it on single texts (--task textcat) would read each "
+            "pair as one text. Use --task nli (or auto) with a sentence-pair file"
+        )
+    if pairs is False and task == "nli":
+        raise SpacyMlmError(
+            f"'{name}' was trained on single texts, not sentence pairs: use --task textcat (or auto)"
         )
     return task
 
