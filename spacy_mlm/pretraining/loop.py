@@ -17,13 +17,13 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 from thinc.api import Config
-from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from ..errors import SpacyMlmError
 from ..models.hf import MaskedLM, build_scratch_mlm_model, load_mlm_model, load_tokenizer, max_positions, save_mlm_model
 from ..readers.corpus import read_corpus
 from ..util.io import atomic_write_text
+from ..util.progress import Progress
 from .checkpoint import latest_checkpoint, load_training_state, save_checkpoint, write_history
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
 from .masking import MaskedBatch, unigram_distribution, uniform_distribution
@@ -216,8 +216,10 @@ def prepare(config: Config, output_dir: Path, resume: bool):
     return cfg, device, dist, model, mlm, stream, dev_examples, masking, checkpoint
 
 
-def pretrain(config: Config, output_dir, resume: bool = False) -> Path:
-    """Train; return the directory of the final HF model (`output_dir/model`)."""
+def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = False) -> Path:
+    """Train; return the directory of the final HF model (`output_dir/model`).
+    Progress (a bar on a terminal, with log records above it; periodic lines
+    elsewhere) unless `quiet`."""
     output_dir = Path(output_dir)
     cfg, device, dist, model, mlm, stream, dev_examples, masking, ckpt = prepare(config, output_dir, resume)
     tokenizer = mlm.tokenizer
@@ -261,7 +263,7 @@ def pretrain(config: Config, output_dir, resume: bool = False) -> Path:
         history.append({"step": 0, **evaluate(model, eval_batches, device)})  # the starting point of the curves
     model.train()
     started, stop = time.time(), False
-    bar = tqdm(total=cfg["max_steps"], initial=step, disable=not dist.main, desc="pretrain", unit="step")
+    bar = Progress(cfg["max_steps"], "pretrain", "steps", initial=step, quiet=quiet or not dist.main, logs_above=True)
     while step < cfg["max_steps"] and not stop:
         global_batch = collate(stream.global_batch(step, batch_size), tokenizer)
         masked = masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
@@ -293,8 +295,8 @@ def pretrain(config: Config, output_dir, resume: bool = False) -> Path:
         if cfg["eval_every"] and (step % cfg["eval_every"] == 0 or step == cfg["max_steps"] or stop) and dist.main:
             row.update(evaluate(model, eval_batches, device))
         history.append(row)
+        bar.set_postfix(f"loss {row['loss']:.3f}, accuracy {row['accuracy']:.3f}")
         bar.update(1)
-        bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row['accuracy']:.3f}")
         if dist.main and (step % cfg["log_every"] == 0 or "eval_loss" in row):
             logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
         if (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0) or step == cfg["max_steps"] or stop:

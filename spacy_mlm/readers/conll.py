@@ -24,6 +24,7 @@ from spacy.vocab import Vocab
 from ..errors import DataFormatError, SpacyMlmError
 from ..tagging.schemes import first_invalid_position, normalize_scheme, split_tag, tags_to_spans
 from ..util.io import atomic_write_bytes
+from ..util.progress import track
 from .common import iter_lines, require_examples
 
 DOCSTART = "-DOCSTART-"
@@ -135,15 +136,19 @@ def conll_to_docbin(
     tag_column: int = -1,
     scheme: str = "auto",
     lang: str = "en",
+    quiet: bool = True,
 ) -> int:
-    """Convert a CoNLL file to a ``.spacy`` DocBin (written atomically); returns the number of docs."""
+    """Convert a CoNLL file to a ``.spacy`` DocBin (written atomically); returns
+    the number of docs. Progress on stderr unless `quiet`."""
     import spacy
 
     vocab = spacy.blank(lang).vocab
     documents = read_conll(path, tag_column=tag_column, scheme=scheme)
     docbin = DocBin(attrs=["ORTH", "SENT_START", "ENT_IOB", "ENT_TYPE"], store_user_data=False)
     n = 0
-    for doc in conll_documents_to_docs(vocab, documents, n_sents=n_sents):
+    total = sum(-(-len(document.sentences) // n_sents) for document in documents)
+    docs = conll_documents_to_docs(vocab, documents, n_sents=n_sents)
+    for doc in track(docs, total, f"convert {Path(path).name}", "docs", quiet=quiet):
         docbin.add(doc)
         n += 1
     atomic_write_bytes(output, docbin.to_bytes())

@@ -28,6 +28,7 @@ from ..readers.common import one_hot_cats, require_examples
 from ..readers.conll import load_ner_docs
 from ..readers.nli import THREE_WAY, TWO_WAY, read_nli
 from ..readers.textcat import read_textcat
+from ..util.progress import track
 from .bootstrap import BootstrapResult, paired_bootstrap
 from .classes import confusion_matrix, correctness_counts
 from .entities import Entity, doc_entities, per_doc_counts, score_entities
@@ -154,17 +155,21 @@ def load_gold_entities(nlp: Language, data: Path, n_sents: int = 1) -> Tuple[Lis
     return docs, [doc_entities(d) for d in docs]
 
 
-def predict_entities(nlp: Language, gold_docs: Sequence[Doc], batch_size: int = 64) -> List[List[Entity]]:
+def predict_entities(
+    nlp: Language, gold_docs: Sequence[Doc], batch_size: int = 64, progress: str = ""
+) -> List[List[Entity]]:
     """The pipeline's entities on fresh docs with the gold docs' words (the
-    pipeline never sees the gold annotation)."""
+    pipeline never sees the gold annotation). `progress`: the name under which
+    progress is shown ("": none)."""
     inputs = (Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]) for d in gold_docs)
-    return [doc_entities(doc) for doc in nlp.pipe(inputs, batch_size=batch_size)]
+    docs = track(nlp.pipe(inputs, batch_size=batch_size), len(gold_docs), progress, "docs", quiet=not progress)
+    return [doc_entities(doc) for doc in docs]
 
 
-def score_ner(nlp: Language, data: Path, n_sents: int = 1, batch_size: int = 64) -> PipelineScores:
+def score_ner(nlp: Language, data: Path, n_sents: int = 1, batch_size: int = 64, progress: str = "") -> PipelineScores:
     """Entity P/R/F1 overall and per type, per-document counts, and what was predicted where."""
     gold_docs, gold = load_gold_entities(nlp, data, n_sents)
-    predicted = predict_entities(nlp, gold_docs, batch_size)
+    predicted = predict_entities(nlp, gold_docs, batch_size, progress)
     return PipelineScores(
         "ner", score_entities(gold, predicted), per_doc_counts(gold, predicted), entity_docs=list(zip(gold_docs, predicted))
     )
@@ -187,21 +192,25 @@ def read_classification(task: str, data: Path) -> Tuple[List, List[str]]:
     return [e.text for e in parsed.examples], [e.labels[0] for e in parsed.examples]
 
 
-def predict_cats(nlp: Language, task: str, inputs: Sequence, batch_size: int = 64) -> List[Dict[str, float]]:
-    """doc.cats for each input: a text, or a (premise, hypothesis) pair for nli."""
+def predict_cats(
+    nlp: Language, task: str, inputs: Sequence, batch_size: int = 64, progress: str = ""
+) -> List[Dict[str, float]]:
+    """doc.cats for each input: a text, or a (premise, hypothesis) pair for nli.
+    `progress`: as for `predict_entities` (counted as the pipeline reads the inputs)."""
+    counted = track(inputs, len(inputs), progress, "docs", quiet=not progress)
     if task == "nli":
-        return classify_pairs(nlp, inputs, batch_size=batch_size)
-    return [dict(doc.cats) for doc in nlp.pipe(inputs, batch_size=batch_size)]
+        return classify_pairs(nlp, counted, batch_size=batch_size)
+    return [dict(doc.cats) for doc in nlp.pipe(counted, batch_size=batch_size)]
 
 
-def score_classifier(nlp: Language, task: str, data: Path, batch_size: int = 64) -> PipelineScores:
+def score_classifier(nlp: Language, task: str, data: Path, batch_size: int = 64, progress: str = "") -> PipelineScores:
     """Exclusive classes: the predicted label is the most probable one."""
     labels = list(nlp.get_pipe(component_assigning(nlp, ASSIGNS[task])).labels)
     inputs, gold = read_classification(task, data)
     unknown = sorted(set(gold) - set(labels))
     if unknown:
         raise SpacyMlmError(f"{data} has labels {unknown} that the pipeline does not know (it has {labels})")
-    cats = predict_cats(nlp, task, inputs, batch_size)
+    cats = predict_cats(nlp, task, inputs, batch_size, progress)
     predicted = [max(labels, key=lambda label: c.get(label, 0.0)) for c in cats]
     examples = []
     for c, g in zip(cats, gold):
@@ -222,11 +231,12 @@ def score_classifier(nlp: Language, task: str, data: Path, batch_size: int = 64)
 # -- both -----------------------------------------------------------------------------
 
 
-def score_pipeline(nlp: Language, task: str, data: Path, n_sents: int = 1, batch_size: int = 64) -> PipelineScores:
+def score_pipeline(nlp: Language, task: str, data: Path, n_sents: int = 1, batch_size: int = 64,
+                   progress: str = "") -> PipelineScores:
     """`nlp` scored on `data` for `task` (ner, textcat or nli)."""
     if task == "ner":
-        return score_ner(nlp, data, n_sents, batch_size)
-    return score_classifier(nlp, task, data, batch_size)
+        return score_ner(nlp, data, n_sents, batch_size, progress)
+    return score_classifier(nlp, task, data, batch_size, progress)
 
 
 def evaluate_pipeline(
@@ -240,16 +250,19 @@ def evaluate_pipeline(
     n_samples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    quiet: bool = True,
 ) -> Evaluation:
     """Score `nlp` on `data` (task "auto": detected from the pipeline); with a
     `baseline` pipeline for the same task, score it too and run the paired
     bootstrap (`n_samples`, `seed`, `confidence`) of nlp minus baseline.
-    `n_sents`: sentences per Doc when `data` is CoNLL."""
+    `n_sents`: sentences per Doc when `data` is CoNLL. Progress on stderr
+    unless `quiet`."""
     data = Path(data)
     task = resolve_task(nlp, task)
-    model = score_pipeline(nlp, task, data, n_sents, batch_size)
+    model = score_pipeline(nlp, task, data, n_sents, batch_size, "" if quiet else "evaluate")
     if baseline is None:
         return Evaluation(task, data, model)
-    base = score_pipeline(baseline, resolve_task(baseline, task), data, n_sents, batch_size)
+    base_task = resolve_task(baseline, task)
+    base = score_pipeline(baseline, base_task, data, n_sents, batch_size, "" if quiet else "baseline")
     comparison = paired_bootstrap(model.counts, base.counts, n_samples=n_samples, seed=seed, confidence=confidence)
     return Evaluation(task, data, model, base, comparison)

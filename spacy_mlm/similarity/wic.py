@@ -10,6 +10,7 @@ from spacy.language import Language
 from ..errors import SpacyMlmError
 from ..readers.wic import WicExample, target_span
 from ..scoring.similarity import accuracy_at, cosine_rows, predict_by_group, tune_group_thresholds, tune_threshold
+from ..util.progress import track
 
 
 def wic_sentences(examples: Iterable[WicExample]) -> List[str]:
@@ -35,24 +36,25 @@ def mix_context(target, sentence, context_weight: float) -> numpy.ndarray:
 
 
 def target_vectors(
-    nlp: Language, examples: Sequence[WicExample], batch_size: int = 64, context_weight: float = 0.0
+    nlp: Language, examples: Sequence[WicExample], batch_size: int = 64, context_weight: float = 0.0,
+    progress: str = "",
 ) -> Tuple[numpy.ndarray, numpy.ndarray]:
     """(n, width) vectors of the target in sentence1 and in sentence2: the
-    target span's vector mixed with `doc.vector` by `context_weight`."""
+    target span's vector mixed with `doc.vector` by `context_weight`.
+    `progress`: the name under which progress is shown ("": none)."""
     texts = [e.sentence1 for e in examples] + [e.sentence2 for e in examples]
     spans = [e.char_span1 for e in examples] + [e.char_span2 for e in examples]
-    vectors = [
-        mix_context(target_span(doc, span).vector, doc.vector, context_weight)
-        for doc, span in zip(nlp.pipe(texts, batch_size=batch_size), spans)
-    ]
+    docs = track(nlp.pipe(texts, batch_size=batch_size), len(texts), progress, "sentences", quiet=not progress)
+    vectors = [mix_context(target_span(doc, span).vector, doc.vector, context_weight) for doc, span in zip(docs, spans)]
     n = len(examples)
     return numpy.asarray(vectors[:n]), numpy.asarray(vectors[n:])
 
 
 def wic_scores(
-    nlp: Language, examples: Sequence[WicExample], batch_size: int = 64, context_weight: float = 0.0
+    nlp: Language, examples: Sequence[WicExample], batch_size: int = 64, context_weight: float = 0.0,
+    progress: str = "",
 ) -> numpy.ndarray:
-    return cosine_rows(*target_vectors(nlp, examples, batch_size, context_weight))
+    return cosine_rows(*target_vectors(nlp, examples, batch_size, context_weight, progress))
 
 
 def labels_of(examples: Sequence[WicExample]) -> numpy.ndarray:
@@ -95,12 +97,14 @@ def evaluate_wic(
     batch_size: int = 64,
     context_weight: float = 0.0,
     threshold_per_pos: bool = False,
+    quiet: bool = True,
 ) -> Dict[str, object]:
     """Tune the cosine threshold on `train` (per part of speech if asked),
-    report accuracy on `dev`."""
+    report accuracy on `dev`. Progress on stderr unless `quiet`."""
     groups = (pos_of(train), pos_of(dev)) if threshold_per_pos else (None, None)
+    names = ("", "") if quiet else ("wic train", "wic dev")
     return threshold_evaluation(
-        wic_scores(nlp, train, batch_size, context_weight), labels_of(train),
-        wic_scores(nlp, dev, batch_size, context_weight), labels_of(dev),
+        wic_scores(nlp, train, batch_size, context_weight, names[0]), labels_of(train),
+        wic_scores(nlp, dev, batch_size, context_weight, names[1]), labels_of(dev),
         *groups,
     )

@@ -8,13 +8,15 @@ and one at the end:
     evaluate: 1200/3453 docs (35%), 41.2 docs/s, 0:29 elapsed, 0:55 left
 
 `quiet` shows nothing. Messages written while a bar is shown go through
-`Progress.write`, above the bar, never over it.
+`Progress.write`, and with `logs_above` log records too, above the bar, never
+over it.
 """
 import sys
 import time
 from typing import IO, Iterable, Iterator, Optional, TypeVar
 
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 T = TypeVar("T")
 DEFAULT_INTERVAL = 30.0
@@ -44,15 +46,22 @@ class Progress:
     """A count of finished work items, shown as a bar or as periodic lines."""
 
     def __init__(self, total: Optional[int] = None, desc: str = "", unit: str = "it", *, initial: int = 0,
-                 quiet: bool = False, interval: float = DEFAULT_INTERVAL, stream: Optional[IO] = None):
+                 quiet: bool = False, interval: float = DEFAULT_INTERVAL, stream: Optional[IO] = None,
+                 logs_above: bool = False):
+        """logs_above: while the bar is shown, the root logger's console handlers
+        write above it (through tqdm.write), until `close`."""
         self.stream = stream if stream is not None else sys.stderr
         self.desc, self.unit, self.total, self.interval = desc, unit, total, float(interval)
         self.quiet = quiet
         self.n = self._start_n = self._shown_n = initial
+        self.postfix = ""
         self._start = self._last = time.monotonic()
-        self._bar = None
+        self._bar = self._redirect = None
         if not quiet and _is_terminal(self.stream):
             self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=self.stream, dynamic_ncols=True)
+            if logs_above:
+                self._redirect = logging_redirect_tqdm()
+                self._redirect.__enter__()
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -60,6 +69,12 @@ class Progress:
             self._bar.update(n)
         elif not self.quiet and time.monotonic() - self._last >= self.interval:
             self._print_line()
+
+    def set_postfix(self, text: str) -> None:
+        """Shown after the count (e.g. the current loss)."""
+        self.postfix = text
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=False)
 
     def write(self, message: str) -> None:
         """A message above the bar (or just a line), unless quiet."""
@@ -74,6 +89,9 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar, self._shown_n = None, self.n
+            if self._redirect is not None:
+                self._redirect.__exit__(None, None, None)
+                self._redirect = None
         elif not self.quiet and self.n != self._shown_n:
             self._print_line()
 
@@ -81,6 +99,8 @@ class Progress:
         now = time.monotonic()
         self._last, self._shown_n = now, self.n
         line = progress_line(self.desc, self.n, self.total, self.unit, now - self._start, self.n - self._start_n)
+        if self.postfix:
+            line = f"{line}, {self.postfix}"
         print(line, file=self.stream, flush=True)
 
     def __enter__(self) -> "Progress":
