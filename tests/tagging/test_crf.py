@@ -118,3 +118,92 @@ def test_constrained_decoding_is_always_valid(scheme, seed, length, scale):
     )
     for path in crf_viterbi(em, mask, *params):
         assert is_valid_sequence([labels[i] for i in path], scheme)
+
+
+def sequential_reference(em, start, trans, end):
+    """Marginals and Viterbi of one float64 sequence, one step after another (the textbook recursions)."""
+    T, K = em.shape
+    alpha = [start + em[0]]
+    delta, back = [start + em[0]], []
+    for t in range(1, T):
+        alpha.append(torch.logsumexp(alpha[-1][:, None] + trans, 0) + em[t])
+        best, idx = (delta[-1][:, None] + trans).max(0)
+        delta.append(best + em[t])
+        back.append(idx)
+    beta = [end]
+    for t in range(T - 2, -1, -1):
+        beta.append(torch.logsumexp(trans + (em[t + 1] + beta[-1])[None, :], 1))
+    beta.reverse()
+    marginals = torch.softmax(torch.stack(alpha) + torch.stack(beta), -1)
+    path = [int((delta[-1] + end).argmax())]
+    for idx in reversed(back):
+        path.append(int(idx[path[-1]]))
+    return marginals, path[::-1]
+
+
+@pytest.mark.parametrize("K,step_budget", [(4, 2**24), (4, 4 * 4 * 4 * 7), (30, 2**24), (30, 4 * 30 * 30 * 5)])
+@pytest.mark.parametrize("lengths", [[1, 2, 3], [5, 9, 10, 11], [16, 17, 1, 26], [100, 37]])
+def test_chunked_recursions_equal_the_step_by_step_ones(lengths, K, step_budget, monkeypatch):
+    """Lengths around the chunk sizes (ceil(sqrt(n)) steps per chunk, the last chunk padded), padded
+    rows, documents held in several blocks of steps, and a tag set above CHUNKED_MAX_TAGS (one step a chunk)."""
+    monkeypatch.setattr("spacy_mlm.tagging.crf.STEP_BUDGET", step_budget)
+    g = torch.Generator().manual_seed(sum(lengths))
+    B, T = len(lengths), max(lengths)
+    em = torch.randn(B, T, K, generator=g, dtype=torch.float64) * 3
+    start, end = torch.randn(K, generator=g, dtype=torch.float64), torch.randn(K, generator=g, dtype=torch.float64)
+    trans = torch.randn(K, K, generator=g, dtype=torch.float64)
+    mask = torch.tensor([[t < n for t in range(T)] for n in lengths])
+    marginals = crf_marginals(em, mask, start, trans, end)
+    paths = crf_viterbi(em, mask, start, trans, end)
+    for b, n in enumerate(lengths):
+        expected_marginals, expected_path = sequential_reference(em[b, :n], start, trans, end)
+        numpy.testing.assert_allclose(marginals[b, :n].numpy(), expected_marginals.numpy(), atol=1e-9)
+        assert float(marginals[b, n:].abs().sum()) == 0.0
+        assert paths[b] == expected_path
+
+
+def test_long_document_marginals_sum_to_one_and_decoding_is_stable():
+    """100,000 float32 positions with large scores: every marginal row sums to 1 (the autograd
+    version gave 0.12..1.05 here), the constrained path stays valid, and it equals the float64 one."""
+    labels = make_tag_labels(["PER", "ORG", "LOC", "MISC"], "BIO")
+    allowed = transition_constraints(labels, "BIO")
+    K, T = len(labels), 100_000
+    g = torch.Generator().manual_seed(0)
+    em = torch.randn(1, T, K, generator=g) * 5
+    params = apply_constraints(
+        torch.randn(K, generator=g), torch.randn(K, K, generator=g), torch.randn(K, generator=g),
+        *(torch.from_numpy(allowed[k]) for k in ("start", "transitions", "end")),
+    )
+    mask = torch.ones(1, T, dtype=torch.bool)
+    marginals = crf_marginals(em, mask, *params)
+    assert torch.isfinite(marginals).all()
+    assert float((marginals.sum(-1) - 1).abs().max()) < 1e-4
+    path = crf_viterbi(em, mask, *params)[0]
+    assert len(path) == T and is_valid_sequence([labels[i] for i in path], "BIO")
+    exact = [p.double() for p in params]
+    best = crf_viterbi(em.double(), mask, *exact)[0]
+    # float32 may break a near-tie the other way, but never loses a path worth more than rounding
+    assert sum(a != b for a, b in zip(path, best)) < 10
+    start, trans, end = exact
+
+    def score(p):
+        p = torch.tensor(p)
+        return float(start[p[0]] + end[p[-1]] + em[0].double()[torch.arange(T), p].sum() + trans[p[:-1], p[1:]].sum())
+
+    assert score(best) - score(path) < 1e-6 * abs(score(best))
+
+
+def test_decoding_time_grows_linearly():
+    import time
+
+    def seconds(T):
+        em, mask = torch.randn(1, T, 9), torch.ones(1, T, dtype=torch.bool)
+        params = torch.randn(9), torch.randn(9, 9), torch.randn(9)
+        began = time.perf_counter()
+        crf_marginals(em, mask, *params)
+        crf_viterbi(em, mask, *params)
+        return time.perf_counter() - began
+
+    seconds(1_000)  # warm up
+    short, long = min(seconds(3_000) for _ in range(2)), min(seconds(30_000) for _ in range(2))
+    assert long < 25 * short, (short, long)  # 10x the length; quadratic would be 100x
