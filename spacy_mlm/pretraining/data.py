@@ -48,12 +48,16 @@ class Batch:
 
 
 def tokenize_documents(tokenizer, documents: Sequence[Sequence[str]], chunk: int = 4096) -> List[List[Segment]]:
-    """Piece ids (no special tokens) and word-start flags for every segment."""
+    """Piece ids (no special tokens) and word-start flags for every segment. A
+    "[MASK]" or "</s>" in the corpus is text, split into pieces: read as the
+    special token, it would put a mask or a separator into the input that the
+    text never had and that the masking (which skips special tokens) never
+    scores."""
     flat = [segment for doc in documents for segment in doc]
     segments: List[Segment] = []
     for i in range(0, len(flat), chunk):
         enc = tokenizer(
-            flat[i : i + chunk], add_special_tokens=False, return_attention_mask=False,
+            flat[i : i + chunk], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False,
             return_token_type_ids=False, verbose=False,
         )
         for j, ids in enumerate(enc["input_ids"]):

@@ -5,10 +5,16 @@ offsets, so pieces align to spaCy tokens exactly (see `align.py`). Single texts
 are tokenized without special tokens, cut into windows (see `window.py`) and each
 window wrapped in the model's own special-token template; pairs use the
 tokenizer's pair template with segment ids.
+
+Text is data: a "[SEP]", "[MASK]" or "<s>" written in a text is split into
+pieces like any other characters (`split_special_tokens=True`), so the only
+special tokens the model sees are the ones the templates put there. Left to
+its default, the tokenizer would turn the string into the real token: a
+literal "[SEP]" inside one side of a pair would end that side.
 """
 import logging
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
@@ -70,6 +76,7 @@ class PieceTokenizer:
             enc = self.hf(
                 [docs[i].text for i in singles],
                 add_special_tokens=False,
+                split_special_tokens=True,
                 return_offsets_mapping=True,
                 return_attention_mask=False,
                 return_token_type_ids=False,
@@ -85,14 +92,19 @@ class PieceTokenizer:
                 out[i] = pieces
         return out
 
-    def _windowed(self, ids: np.ndarray, offsets: np.ndarray) -> DocPieces:
+    def windows(self, ids: np.ndarray) -> Tuple[List[Window], np.ndarray, np.ndarray]:
+        """The windows over a text's content piece ids, and for each piece the
+        window that owns it and its row there (specials counted)."""
         spans = window_spans(len(ids), self.content_length, self.overlap)
         owner, position = merge_owner(len(ids), spans)
         windows = []
         for start, end in spans:
             input_ids = np.concatenate([self.prefix, ids[start:end], self.suffix])
             windows.append(Window(input_ids, np.zeros_like(input_ids)))
-        return DocPieces(ids, offsets[:, 0], offsets[:, 1], windows, owner, position + len(self.prefix))
+        return windows, owner, position + len(self.prefix)
+
+    def _windowed(self, ids: np.ndarray, offsets: np.ndarray) -> DocPieces:
+        return DocPieces(ids, offsets[:, 0], offsets[:, 1], *self.windows(ids))
 
     def _pairs(self, docs: Sequence[Doc]) -> List[DocPieces]:
         splits = [pair_char_split(doc) for doc in docs]
@@ -129,6 +141,7 @@ class PieceTokenizer:
             texts_a,
             texts_b,
             add_special_tokens=True,
+            split_special_tokens=True,
             return_offsets_mapping=True,
             return_attention_mask=False,
             return_token_type_ids=True,
