@@ -6,6 +6,7 @@ from pathlib import Path
 import typer
 
 from . import app
+from .options import gpu_id_option, use_gpu
 
 
 def load_training_pipeline(config_path: Path, overrides: dict):
@@ -35,20 +36,20 @@ def components_of(nlp, factory: str):
 def debug_data_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., help="training config (e.g. configs/ner.cfg)", exists=True, dir_okay=False),
-    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to run the encoder on (-1: CPU)"),
+    gpu_id: int = gpu_id_option(),
 ):
     """What `spacy debug data` skips for mlm_ner and mlm_textcat: label counts
     per split, dev labels missing from train, entities off token boundaries
     or beyond the tag scheme, docs longer than the encoder window, unknown
     pieces, pair docs and their side lengths. Settings are overridden as in
     `spacy train`: --paths.train train.spacy --paths.dev dev.spacy"""
-    from spacy.cli._util import parse_config_overrides, setup_gpu
+    from spacy.cli._util import parse_config_overrides
     from wasabi import Printer
 
     from ..errors import SpacyMlmError
     from ..training.data_checks import check_messages, piece_limits, split_stats
 
-    setup_gpu(gpu_id, silent=True)
+    use_gpu(gpu_id)
     nlp, train, dev = load_training_pipeline(config_path, parse_config_overrides(ctx.args))
     encoders = components_of(nlp, "mlm_encoder")
     if not encoders:

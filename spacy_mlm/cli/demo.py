@@ -152,7 +152,8 @@ def print_examples(project_dir: Path) -> None:
                f"'bank' (money) vs 'bank' (money): {money_money:.3f}")
 
 
-@app.command("demo", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("demo", short_help="Unpack and run the packaged spaCy project.",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def demo_cli(
     ctx: typer.Context,
     directory: Path = typer.Option(

@@ -4,6 +4,7 @@ from pathlib import Path
 import typer
 
 from . import app
+from .options import gpu_id_option, use_gpu
 
 
 def load_encoder_pipeline(model: str, lang: str = "en"):
@@ -22,16 +23,18 @@ def load_encoder_pipeline(model: str, lang: str = "en"):
     return nlp
 
 
-@app.command("encode")
+@app.command("encode", short_help="Show the subword pieces of a text and their alignment.")
 def encode_cli(
     model: str = typer.Argument(..., help="spaCy pipeline or Hugging Face model directory"),
     text: str = typer.Argument(..., help="text to encode"),
     pair: str = typer.Option(None, "--pair", help="second text: encode the two as a sentence pair"),
     lang: str = typer.Option("en", help="language of the blank pipeline wrapped around an HF directory"),
+    gpu_id: int = gpu_id_option(),
 ):
     """Show the subword pieces of TEXT, their alignment to spaCy tokens and the vector sizes."""
     from ..tokenization.pair import make_pair_doc
 
+    use_gpu(gpu_id)
     nlp = load_encoder_pipeline(model, lang)
     doc = nlp(make_pair_doc(nlp, text, pair) if pair is not None else text)
     enc = doc._.mlm_encoding
@@ -41,7 +44,7 @@ def encode_cli(
         typer.echo(f"{token.i:>4}  {token.text!r:<20} {' '.join(pieces) if pieces else '(no pieces)'}")
 
 
-@app.command("export-encoder")
+@app.command("export-encoder", short_help="Save a pipeline's encoder as a Hugging Face directory.")
 def export_encoder_cli(
     pipeline: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_encoder"),
     output_dir: Path = typer.Argument(..., help="where to write the Hugging Face directory"),

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from . import app
+from .options import gpu_id_option, quiet_option, use_gpu
 
 
 def run_evaluation(model: Path, data: Path, task: str = "auto", baseline: Optional[Path] = None, **options):
@@ -34,7 +35,7 @@ def run_evaluation(model: Path, data: Path, task: str = "auto", baseline: Option
         raise typer.Exit(1)
 
 
-@app.command("evaluate")
+@app.command("evaluate", short_help="Score a trained pipeline on gold data (any task).")
 def evaluate_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline (NER, text classifier or NLI classifier)"),
     data: Path = typer.Argument(..., help="gold data: .spacy / CoNLL (NER), TSV/CSV/JSONL (text classes), NLI JSONL/TSV"),
@@ -46,13 +47,16 @@ def evaluate_cli(
     confidence: float = typer.Option(0.95, help="level of the bootstrap confidence interval"),
     n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL"),
     displacy_docs: int = typer.Option(25, "--displacy-docs", help="docs rendered to entities.html (NER)"),
-    batch_size: int = typer.Option(64, "--batch-size"),
+    batch_size: int = typer.Option(64, "--batch-size", help="docs per pipeline batch"),
+    gpu_id: int = gpu_id_option(),
+    quiet: bool = quiet_option(),
 ):
     """Score MODEL on DATA; write OUTPUT_DIR/metrics.json and charts. Prints one JSON line last."""
     from ..scoring.report import comparison_lines, entity_table, metrics_report, summary_json, summary_line, write_report
 
+    use_gpu(gpu_id)
     evaluation = run_evaluation(model, data, task, baseline, n_sents=n_sents, batch_size=batch_size,
-                                n_samples=n_samples, seed=seed, confidence=confidence)
+                                n_samples=n_samples, seed=seed, confidence=confidence, quiet=quiet)
     write_report(evaluation, metrics_report(evaluation, model, baseline), output_dir, displacy_docs)
     lines = entity_table(evaluation.model.scores) if evaluation.task == "ner" else []
     for line in [*lines, summary_line(evaluation), *comparison_lines(evaluation)]:

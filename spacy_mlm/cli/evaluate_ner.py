@@ -8,14 +8,17 @@ import typer
 
 from . import app
 from .evaluate import run_evaluation
+from .options import gpu_id_option, quiet_option, use_gpu
 
 
-@app.command("evaluate-ner")
+@app.command("evaluate-ner", short_help="Entity P/R/F1 of an NER pipeline, per type.")
 def evaluate_ner_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline that sets doc.ents"),
     data: Path = typer.Argument(..., help="gold data: .spacy file or CoNLL file"),
     n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL"),
-    batch_size: int = typer.Option(64, "--batch-size"),
+    batch_size: int = typer.Option(64, "--batch-size", help="docs per pipeline batch"),
+    gpu_id: int = gpu_id_option(),
+    quiet: bool = quiet_option(),
     output: Optional[Path] = typer.Option(None, "--output", help="also write the scores as JSON here"),
 ):
     """Entity-level precision, recall and F1 (exact span and type match; a partial
@@ -23,7 +26,8 @@ def evaluate_ner_cli(
     from ..scoring.report import entity_table
     from ..util.io import atomic_write_text
 
-    scores = run_evaluation(model, data, "ner", n_sents=n_sents, batch_size=batch_size).model.scores
+    use_gpu(gpu_id)
+    scores = run_evaluation(model, data, "ner", n_sents=n_sents, batch_size=batch_size, quiet=quiet).model.scores
     for line in entity_table(scores):
         typer.echo(line)
     if output is not None:

@@ -4,7 +4,7 @@ import typer
 from . import app
 
 
-@app.command("fill-mask")
+@app.command("fill-mask", short_help="Top candidates for each blank in a text.")
 def fill_mask_cli(
     model: str = typer.Argument(..., help="HF model directory with an MLM head (e.g. the output of pretrain)"),
     text: str = typer.Argument(..., help='text with blanks: ___ or the mask token, e.g. "The ___ of Walden Pond"'),

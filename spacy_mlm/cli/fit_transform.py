@@ -6,9 +6,10 @@ from typing import Optional
 import typer
 
 from . import app
+from .options import gpu_id_option, quiet_option, use_gpu
 
 
-@app.command("fit-transform")
+@app.command("fit-transform", short_help="Fit a vector transformation on a corpus.")
 def fit_transform_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_encoder, or a Hugging Face model directory"),
     corpus: Path = typer.Argument(..., help="plain text (one segment per line) or JSONL file, or a folder of them"),
@@ -21,6 +22,8 @@ def fit_transform_cli(
     max_vectors: int = typer.Option(100_000, help="token vectors to fit on (read in corpus order)"),
     text_field: str = typer.Option("text", help="JSONL field holding the text"),
     batch_size: int = typer.Option(64, help="docs per encoder batch"),
+    gpu_id: int = gpu_id_option(),
+    quiet: bool = quiet_option(),
 ):
     """Fit remove-static / center / standardize / all-but-the-top / whitening on the contextual token
     vectors of CORPUS and save the pipeline (encoder + mlm_vectors with the
@@ -31,14 +34,18 @@ def fit_transform_cli(
     from ..similarity.pipelines import docs_before, load_vectors_pipeline
     from ..readers.corpus import read_corpus
     from ..util.io import atomic_directory
+    from ..util.progress import track
     from .wic import vector_overrides
+
+    use_gpu(gpu_id)
 
     try:
         overrides = vector_overrides(pooling, layer, n_layers, steps, n_components)
         nlp, name = load_vectors_pipeline(model, **overrides)
         texts = (segment for document in read_corpus(corpus, text_field=text_field) for segment in document)
         component = nlp.get_pipe(name)
-        n = component.fit_transform(docs_before(nlp, name, texts, batch_size), max_vectors=max_vectors)
+        docs = track(docs_before(nlp, name, texts, batch_size), None, "fit transform", "docs", quiet=quiet)
+        n = component.fit_transform(docs, max_vectors=max_vectors)
         with atomic_directory(output_dir) as tmp:
             nlp.to_disk(tmp)
     except SpacyMlmError as err:

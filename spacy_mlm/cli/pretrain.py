@@ -1,33 +1,46 @@
 """`spacy_mlm pretrain CONFIG OUTPUT_DIR [--resume] [--section.key value ...]`."""
 import logging
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from . import app
+from .options import gpu_id_option, quiet_option
+
+
+def pretraining_overrides(args, gpu_id):
+    """`--section.key value` overrides, and the device `--gpu-id` names."""
+    from spacy.cli._util import parse_config_overrides
+
+    overrides = parse_config_overrides(args)
+    if gpu_id is not None:
+        overrides["pretraining.device"] = "cpu" if gpu_id < 0 else f"cuda:{gpu_id}"
+    return overrides
 
 
 @app.command(
-    "pretrain", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    "pretrain", short_help="Masked-LM pretraining of an encoder.",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 def pretrain_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., help="config file with a [pretraining] section", exists=True, dir_okay=False),
     output_dir: Path = typer.Argument(..., help="where checkpoints, curves and the final model go"),
     resume: bool = typer.Option(False, "--resume", help="continue from the last checkpoint in OUTPUT_DIR"),
+    gpu_id: Optional[int] = gpu_id_option(None, help="GPU to train on, -1: the CPU [default: the config's device]"),
+    quiet: bool = quiet_option(),
 ):
     """Masked-LM (and optionally next-sentence) pretraining of a transformer encoder.
     Settings are overridden like in `spacy train`: --pretraining.max_steps 500 --paths.train corpus.jsonl"""
-    from spacy.cli._util import parse_config_overrides
-
     from ..errors import SpacyMlmError
     from ..pretraining.config import load_pretraining_config
     from ..pretraining.loop import pretrain
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = load_pretraining_config(config_path, parse_config_overrides(ctx.args))
-        final = pretrain(config, output_dir, resume=resume)
+        config = load_pretraining_config(config_path, pretraining_overrides(ctx.args, gpu_id))
+        final = pretrain(config, output_dir, resume=resume, quiet=quiet)
     except SpacyMlmError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1)

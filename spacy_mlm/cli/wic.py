@@ -6,6 +6,7 @@ from typing import Optional
 import typer
 
 from . import app
+from .options import gpu_id_option, quiet_option, use_gpu
 
 
 def vector_overrides(pooling, layer, n_layers, transform, n_components) -> dict:
@@ -19,7 +20,7 @@ def vector_overrides(pooling, layer, n_layers, transform, n_components) -> dict:
     return overrides
 
 
-@app.command("wic")
+@app.command("wic", short_help="Word-in-Context accuracy of contextual vectors.")
 def wic_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_encoder, or a Hugging Face model directory"),
     data_dir: Path = typer.Argument(..., help="WiC folder with train/train.{data,gold}.txt and dev/dev.{data,gold}.txt"),
@@ -38,6 +39,8 @@ def wic_cli(
     train_split: str = typer.Option("train", help="split the threshold is tuned on"),
     dev_split: str = typer.Option("dev", help="split accuracy is reported on"),
     batch_size: int = typer.Option(64, help="docs per encoder batch"),
+    gpu_id: int = gpu_id_option(),
+    quiet: bool = quiet_option(),
 ):
     """Cosine of the target word's contextual vectors in the two sentences
     (optionally mixed with the sentence vectors); the threshold is tuned on the
@@ -49,6 +52,9 @@ def wic_cli(
     from ..similarity.pipelines import docs_before, load_vectors_pipeline
     from ..readers.wic import read_wic_split
     from ..similarity.wic import evaluate_wic, wic_sentences
+    from ..util.progress import track
+
+    use_gpu(gpu_id)
 
     try:
         train = read_wic_split(data_dir, train_split)
@@ -59,8 +65,9 @@ def wic_cli(
         fitted_on = 0
         if not component.transform.is_fitted:
             texts = wic_sentences(train)[:fit_sentences]
-            fitted_on = component.fit_transform(docs_before(nlp, name, texts, batch_size))
-        result = evaluate_wic(nlp, train, dev, batch_size, context_weight, threshold_per_pos)
+            docs = track(docs_before(nlp, name, texts, batch_size), len(texts), "fit transform", "sentences", quiet=quiet)
+            fitted_on = component.fit_transform(docs)
+        result = evaluate_wic(nlp, train, dev, batch_size, context_weight, threshold_per_pos, quiet=quiet)
     except SpacyMlmError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1)

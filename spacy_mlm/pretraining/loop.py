@@ -175,8 +175,8 @@ def prepare(config: Config, output_dir: Path, resume: bool):
     cfg = config["pretraining"]
     device = pick_device(cfg["device"])
     dist = Distributed.from_env(device)
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # under torchrun: the process's own GPU
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     ckpt_root = output_dir / "checkpoints"
     checkpoint = latest_checkpoint(ckpt_root) if resume else None
     if not resume and latest_checkpoint(ckpt_root) is not None:

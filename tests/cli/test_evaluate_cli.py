@@ -50,7 +50,7 @@ def test_aliases_report_the_numbers_of_evaluate(tmp_path):
     assert result.exit_code == 0, result.output
     bootstrap = {k: v for k, v in metrics["bootstrap"].items() if k != "statistic"}
     assert last_json(result.output) == bootstrap
-    assert result.output.splitlines()[0] == f"F1 A = {100 * bootstrap['f1_a']:.2f}   F1 B = {100 * bootstrap['f1_b']:.2f}"
+    assert result.stdout.splitlines()[0] == f"F1 A = {100 * bootstrap['f1_a']:.2f}   F1 B = {100 * bootstrap['f1_b']:.2f}"
     assert "(90% CI " in result.output and "(40 samples, 2 docs)" in result.output
 
 

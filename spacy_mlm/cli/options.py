@@ -1,0 +1,17 @@
+"""Options several commands share, spelled as spaCy's own commands spell them."""
+import typer
+
+
+def gpu_id_option(default=-1, help: str = "GPU to run on (-1: the CPU), as in spacy train"):
+    return typer.Option(default, "--gpu-id", "-g", help=help)
+
+
+def quiet_option():
+    return typer.Option(False, "--quiet", "-q", help="no progress bar or progress lines on stderr")
+
+
+def use_gpu(gpu_id: int) -> None:
+    """Run spaCy's ops and every torch module on GPU `gpu_id` (-1: the CPU)."""
+    from spacy.cli._util import setup_gpu
+
+    setup_gpu(gpu_id, silent=True)
