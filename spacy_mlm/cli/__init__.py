@@ -1,8 +1,13 @@
 """The `spacy_mlm` command line (`python -m spacy_mlm ...`). Each command lives in
-its own module and registers itself on `app` with `@app.command(...)`."""
+its own module and registers itself on `app` with `@app.command(...)`. Failures
+of every command are reported by `failures.CommandGroup`: one `error: ...`
+line, a traceback only with `--verbose`."""
 import typer
 
+from .failures import CommandGroup
+
 app = typer.Typer(
+    cls=CommandGroup,
     name="spacy_mlm",
     help="Masked-language-model encoders for spaCy: pretrain, fine-tune, evaluate.",
     no_args_is_help=True,

@@ -11,14 +11,9 @@ def fill_mask_cli(
     top_k: int = typer.Option(5, "--top-k", "-k", help="candidates per blank"),
 ):
     """Print the top-k candidates with their probabilities for each blank in TEXT."""
-    from ..errors import SpacyMlmError
     from ..fill_mask import FillMask
 
-    try:
-        results = FillMask(model)(text, top_k)
-    except SpacyMlmError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1)
+    results = FillMask(model)(text, top_k)
     for n, candidates in enumerate(results, start=1):
         typer.echo(f"blank {n}:")
         for piece, prob in candidates:

@@ -30,7 +30,6 @@ def fit_transform_cli(
     fitted transform) to OUTPUT_DIR."""
     import spacy_mlm  # noqa: F401  (registers the factories)
 
-    from ..errors import SpacyMlmError
     from ..similarity.pipelines import docs_before, load_vectors_pipeline
     from ..readers.corpus import read_corpus
     from ..util.io import atomic_directory
@@ -39,16 +38,12 @@ def fit_transform_cli(
 
     use_gpu(gpu_id)
 
-    try:
-        overrides = vector_overrides(pooling, layer, n_layers, steps, n_components)
-        nlp, name = load_vectors_pipeline(model, **overrides)
-        texts = (segment for document in read_corpus(corpus, text_field=text_field) for segment in document)
-        component = nlp.get_pipe(name)
-        docs = track(docs_before(nlp, name, texts, batch_size), None, "fit transform", "docs", quiet=quiet)
-        n = component.fit_transform(docs, max_vectors=max_vectors)
-        with atomic_directory(output_dir) as tmp:
-            nlp.to_disk(tmp)
-    except SpacyMlmError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1)
+    overrides = vector_overrides(pooling, layer, n_layers, steps, n_components)
+    nlp, name = load_vectors_pipeline(model, **overrides)
+    texts = (segment for document in read_corpus(corpus, text_field=text_field) for segment in document)
+    component = nlp.get_pipe(name)
+    docs = track(docs_before(nlp, name, texts, batch_size), None, "fit transform", "docs", quiet=quiet)
+    n = component.fit_transform(docs, max_vectors=max_vectors)
+    with atomic_directory(output_dir) as tmp:
+        nlp.to_disk(tmp)
     typer.echo(f"fitted {component.transform.describe()} on {n} token vectors; saved pipeline to {output_dir}")

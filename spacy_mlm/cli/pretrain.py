@@ -33,15 +33,10 @@ def pretrain_cli(
 ):
     """Masked-LM (and optionally next-sentence) pretraining of a transformer encoder.
     Settings are overridden like in `spacy train`: --pretraining.max_steps 500 --paths.train corpus.jsonl"""
-    from ..errors import SpacyMlmError
     from ..pretraining.config import load_pretraining_config
     from ..pretraining.loop import pretrain
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_pretraining_config(config_path, pretraining_overrides(ctx.args, gpu_id))
-        final = pretrain(config, output_dir, resume=resume, quiet=quiet)
-    except SpacyMlmError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1)
+    config = load_pretraining_config(config_path, pretraining_overrides(ctx.args, gpu_id))
+    final = pretrain(config, output_dir, resume=resume, quiet=quiet)
     typer.echo(f"model saved to {final}")

@@ -48,7 +48,6 @@ def wic_cli(
     Prints a JSON line last."""
     import spacy_mlm  # noqa: F401  (registers the factories)
 
-    from ..errors import SpacyMlmError
     from ..similarity.pipelines import docs_before, load_vectors_pipeline
     from ..readers.wic import read_wic_split
     from ..similarity.wic import evaluate_wic, wic_sentences
@@ -56,24 +55,17 @@ def wic_cli(
 
     use_gpu(gpu_id)
 
-    try:
-        train = read_wic_split(data_dir, train_split)
-        dev = read_wic_split(data_dir, dev_split)
-        overrides = vector_overrides(pooling, layer, n_layers, transform, n_components)
-        nlp, name = load_vectors_pipeline(model, **overrides)
-        component = nlp.get_pipe(name)
-        fitted_on = 0
-        if not component.transform.is_fitted:
-            texts = wic_sentences(train)[:fit_sentences]
-            docs = track(docs_before(nlp, name, texts, batch_size), len(texts), "fit transform", "sentences", quiet=quiet)
-            fitted_on = component.fit_transform(docs)
-        result = evaluate_wic(nlp, train, dev, batch_size, context_weight, threshold_per_pos, quiet=quiet)
-    except SpacyMlmError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1)
-    except ValueError as err:  # unlabeled split
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1)
+    train = read_wic_split(data_dir, train_split)
+    dev = read_wic_split(data_dir, dev_split)
+    overrides = vector_overrides(pooling, layer, n_layers, transform, n_components)
+    nlp, name = load_vectors_pipeline(model, **overrides)
+    component = nlp.get_pipe(name)
+    fitted_on = 0
+    if not component.transform.is_fitted:
+        texts = wic_sentences(train)[:fit_sentences]
+        docs = track(docs_before(nlp, name, texts, batch_size), len(texts), "fit transform", "sentences", quiet=quiet)
+        fitted_on = component.fit_transform(docs)
+    result = evaluate_wic(nlp, train, dev, batch_size, context_weight, threshold_per_pos, quiet=quiet)
     result.update(
         transform=component.transform.describe(),
         layer=component.layer,

@@ -110,7 +110,8 @@ def load_pretraining_config(
         if not path.is_file():
             raise SpacyMlmError(f"{path}: config file not found")
         try:
-            user = Config().from_disk(path, interpolate=False)
+            # a byte-order mark (Windows editors write one) is not part of the first section header
+            user = Config().from_str(path.read_text(encoding="utf-8-sig"), interpolate=False)
         except Exception as err:
             raise SpacyMlmError(f"{path}: cannot parse the config ({err})") from None
     filled = Config(_fill(dict(user), dict(defaults), ()))

@@ -3,6 +3,7 @@ error for undecodable files, JSON lines, and a reproducible subsample.
 
 Every reader reports problems as `DataFormatError(path, line, message)` so a bad
 row in a 60k-line file can be found without a debugger."""
+import codecs
 import json
 import random
 from pathlib import Path
@@ -14,20 +15,34 @@ T = TypeVar("T")
 PathLike = Union[str, Path]
 
 
+# Byte-order marks of encodings whose lines cannot be split at b"\n" byte by byte.
+WIDE_BOMS = {codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32",
+             codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16"}
+
+
 def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
     """(1-based line number, line without its line ending) for each line.
-    CRLF files (SICK test, SST-2 test) read the same as LF files."""
+    CRLF files (SICK test, SST-2 test) read the same as LF files. A UTF-8
+    byte-order mark (Windows editors write one) is not part of the first line:
+    kept, it would glue itself to the first word (a `\ufeff-DOCSTART-` read as a
+    token, a JSON line that does not parse). A UTF-16/32 file is named as such."""
     path = Path(path)
     if not path.is_file():
         raise DataFormatError(path, None, "file not found")
     with path.open("rb") as f:
         for number, raw in enumerate(f, start=1):
+            if number == 1:
+                wide = next((name for bom, name in WIDE_BOMS.items() if raw.startswith(bom)), None)
+                if wide:
+                    raise DataFormatError(path, 1, f"is {wide} (byte-order mark); convert it to UTF-8")
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as err:
                 raise DataFormatError(
                     path, number, f"cannot decode as {encoding} ({err.reason}); pass the file's encoding"
                 ) from None
+            if number == 1:
+                text = text.removeprefix("\ufeff")
             yield number, text.rstrip("\r\n")
 
 

@@ -79,6 +79,7 @@ def read_conll(
             raise DataFormatError(path, line_no, f"expected a word and a tag, got {line!r}")
         if n_columns is None:
             n_columns = len(columns)
+            _check_tag_column(path, line_no, tag_column, n_columns)
         elif len(columns) != n_columns:
             raise DataFormatError(
                 path, line_no, f"expected {n_columns} columns like the first token line, got {len(columns)}"
@@ -94,6 +95,15 @@ def read_conll(
         tags.append(tag)
     end_sentence()
     return [doc for doc in documents if doc.sentences]
+
+
+def _check_tag_column(path: Path, line_no: int, tag_column: int, n_columns: int) -> None:
+    """The tag column must exist and not be the word's (column 0)."""
+    if not -n_columns < tag_column < n_columns or tag_column == 0:
+        raise DataFormatError(
+            path, line_no, f"tag column {tag_column} is not a tag column of this line: it has {n_columns} columns "
+            f"(the word in column 0, tags in 1 to {n_columns - 1}; -1 is the last)"
+        )
 
 
 def _check_sentence(path: Path, sentence: ConllSentence, scheme: str) -> None:
@@ -144,6 +154,7 @@ def conll_to_docbin(
 
     vocab = spacy.blank(lang).vocab
     documents = read_conll(path, tag_column=tag_column, scheme=scheme)
+    require_examples(path, len(documents), "sentences")
     docbin = DocBin(attrs=["ORTH", "SENT_START", "ENT_IOB", "ENT_TYPE"], store_user_data=False)
     n = 0
     total = sum(-(-len(document.sentences) // n_sents) for document in documents)
@@ -185,5 +196,9 @@ def load_ner_docs(path: Union[str, Path], vocab: Vocab, n_sents: int = 1, scheme
     if path.suffix == ".spacy":
         if not path.is_file():
             raise DataFormatError(path, None, "file not found")
-        return list(DocBin().from_disk(path).get_docs(vocab))
+        try:
+            return list(DocBin().from_disk(path).get_docs(vocab))
+        except Exception as err:  # spaCy, msgpack and zlib raise several kinds here
+            raise DataFormatError(path, None, f"cannot be read as a spaCy DocBin ({type(err).__name__}: "
+                                              f"{str(err)[:120]})") from None
     return list(conll_documents_to_docs(vocab, read_conll(path, scheme=scheme), n_sents=n_sents))

@@ -60,7 +60,7 @@ def wic_scores(
 def labels_of(examples: Sequence[WicExample]) -> numpy.ndarray:
     missing = [e.line for e in examples if e.label is None]
     if missing:
-        raise ValueError(f"{len(missing)} examples have no gold label (first at line {missing[0]})")
+        raise SpacyMlmError(f"{len(missing)} examples have no gold label (first at line {missing[0]})")
     return numpy.asarray([e.label for e in examples], dtype=bool)
 
 

@@ -2,15 +2,17 @@
 reader; empty corpora and label mismatches are reported, not trained on."""
 import pytest
 import spacy
+from spacy.tokens import DocBin
 from spacy.training import Example
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import DataFormatError, SpacyMlmError
-from spacy_mlm.readers.conll import create_conll_corpus_v1, read_conll
+from spacy_mlm.readers.conll import conll_to_docbin, create_conll_corpus_v1, load_ner_docs, read_conll
 from spacy_mlm.readers.corpus import read_corpus
 from spacy_mlm.readers.nli import create_nli_corpus_v1, read_nli
 from spacy_mlm.readers.textcat import create_textcat_corpus_v1, read_textcat
 from spacy_mlm.readers.wic import read_wic
+from spacy_mlm.readers.wsd import read_sense_keys
 
 GOOD_NLI = '{"premise": "A man plays.", "hypothesis": "Nobody plays.", "label": "contradiction"}\n'
 
@@ -163,3 +165,84 @@ def test_ner_label_set_mismatch_between_config_and_data(tiny_model_dir):
     nlp.get_pipe("ner").initialize(lambda: data, nlp=nlp, labels=["PER"])
     with pytest.raises(SpacyMlmError, match=r"labels \['PER'\].*labelled \['LOC'\].*initialize\.components\.ner"):
         nlp.update(data)
+
+
+# name: (file name, content, reader): every reader reads a file saved with a UTF-8 byte-order mark
+# (Notepad, Excel's "CSV UTF-8") as it reads the file without one
+BOM_FILES = {
+    "conll_docstart": ("a.conll", "-DOCSTART- -X- O O\n\nEU B-ORG\nrejects O\n", read_conll),
+    "conll_first_word": ("a.conll", "EU B-ORG\nrejects O\n", read_conll),
+    "nli_jsonl": ("a.jsonl", GOOD_NLI, read_nli),
+    "nli_tsv": ("a.tsv", "sentence1\tsentence2\tgold_label\na\tb\tentailment\n", read_nli),
+    "textcat_tsv": ("a.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n", read_textcat),
+    "textcat_csv": ("a.csv", "text,label\ngood,pos\nbad,neg\n", read_textcat),
+    "textcat_jsonl": ("a.jsonl", '{"text": "good", "label": "pos"}\n', read_textcat),
+    "corpus_text": ("a.txt", "First line.\nSecond line.\n", read_corpus),
+    "corpus_jsonl": ("a.jsonl", '{"text": "First line."}\n', read_corpus),
+    "wic": ("a.txt", "bank\tN\t1-1\tThe bank.\tA bank.\n", read_wic),
+    "wsd_keys": ("a.gold.key.txt", "d000.s000.t000 bank%1:14:00::\n", read_sense_keys),
+}
+
+
+def _comparable(result):
+    return [vars(doc) for doc in result] if isinstance(result, list) and result and hasattr(result[0], "__dict__") \
+        else getattr(result, "examples", result)
+
+
+@pytest.mark.parametrize("case", list(BOM_FILES))
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_line(tmp_path, case):
+    name, content, reader = BOM_FILES[case]
+    plain, marked = tmp_path / "plain" / name, tmp_path / "marked" / name
+    for path, data in ((plain, content.encode("utf8")), (marked, b"\xef\xbb\xbf" + content.encode("utf8"))):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    assert repr(_comparable(reader(marked))).replace(str(marked), "") == \
+        repr(_comparable(reader(plain))).replace(str(plain), "")
+
+
+def test_a_bom_before_docstart_does_not_make_a_sentence(tmp_path):
+    path = tmp_path / "a.conll"
+    path.write_bytes("\ufeff-DOCSTART- -X- O O\n\nEU B-ORG\n".encode("utf8"))
+    (document,) = read_conll(path)
+    assert [s.words for s in document.sentences] == [["EU"]]
+
+
+@pytest.mark.parametrize("encoding,name", [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path, encoding, name):
+    path = tmp_path / "a.conll"
+    path.write_bytes("EU B-ORG\n".encode(encoding))  # Python writes the byte-order mark first
+    with pytest.raises(DataFormatError, match=f"is {name} \\(byte-order mark\\); convert it to UTF-8") as info:
+        read_conll(path)
+    assert info.value.path == str(path) and info.value.line == 1
+
+
+@pytest.mark.parametrize("column", [5, 4, 0, -4, -9])
+def test_a_tag_column_the_file_does_not_have_names_file_and_line(tmp_path, column):
+    path = tmp_path / "four.conll"
+    path.write_text("\n-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\n", encoding="utf8")
+    with pytest.raises(DataFormatError, match=f"tag column {column} is not a tag column of this line: it has 4") as info:
+        read_conll(path, tag_column=column)
+    assert (info.value.path, info.value.line) == (str(path), 4)
+    assert read_conll(path, tag_column=-1)[0].sentences[0].tags == ["B-ORG"]
+    assert read_conll(path, tag_column=2)[0].sentences[0].tags == ["B-NP"]
+
+
+def test_converting_a_file_without_sentences_is_an_error(tmp_path):
+    path = tmp_path / "empty.conll"
+    path.write_text("-DOCSTART- -X- -X- O\n\n\n", encoding="utf8")
+    with pytest.raises(DataFormatError, match="no sentences") as info:
+        conll_to_docbin(path, tmp_path / "out.spacy")
+    assert info.value.path == str(path) and not (tmp_path / "out.spacy").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00garbage" * 10, None])
+def test_a_spacy_file_that_is_not_a_docbin_names_the_file(tmp_path, content):
+    path = tmp_path / "gold.spacy"
+    if content is None:  # a real DocBin cut short, as an interrupted copy leaves it
+        nlp = spacy.blank("en")
+        DocBin(docs=[nlp("Anna Berg works in Oslo.")] * 20).to_disk(path)
+        content = path.read_bytes()[: len(path.read_bytes()) // 2]
+    path.write_bytes(content)
+    with pytest.raises(DataFormatError, match="cannot be read as a spaCy DocBin") as info:
+        load_ner_docs(path, spacy.blank("en").vocab)
+    assert info.value.path == str(path)
