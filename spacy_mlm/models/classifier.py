@@ -8,6 +8,9 @@ on the model (`[training] dropout`, `drop` in `nlp.update`). The thinc model
 encoder's device: in training a leaf whose gradient the component's loss
 fills (`classification/losses.py`), then pushed back through the head, the
 listener and the encoder.
+
+`spacy_mlm.RegressionHead.v1` is the same module read as real values, one per
+target (no softmax or sigmoid), for `mlm_regressor`.
 """
 from typing import List, Optional
 
@@ -53,16 +56,35 @@ def build_classifier_head_v3(
     hidden_width: width of an extra ReLU layer before the output; 0 = none.
     nO: number of labels; set by the component from its labels.
     init_std: the output weights start as Normal(0, init_std)."""
+    return _head_model("mlm_classifier_head", tok2vec, hidden_width, nO, init_std,
+                       exclusive_classes=bool(exclusive_classes))
+
+
+@registry.architectures("spacy_mlm.RegressionHead.v1")
+def build_regression_head_v1(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    hidden_width: int = 0,
+    nO: Optional[int] = None,
+    init_std: float = 0.02,
+) -> Model[List[Doc], torch.Tensor]:
+    """Real values (n_docs, nO), one per target, on a listener's output: the
+    classifier head's layers without a softmax or sigmoid.
+
+    tok2vec, hidden_width, init_std: as for `spacy_mlm.ClassifierHead.v3`.
+    nO: number of targets; set by the component from its targets."""
+    return _head_model("mlm_regression_head", tok2vec, hidden_width, nO, init_std)
+
+
+def _head_model(name: str, tok2vec: Model, hidden_width: int, nO: Optional[int], init_std: float, **attrs) -> Model:
     return Model(
-        "mlm_classifier_head",
+        name,
         _classifier_forward,
         init=_classifier_init,
         dims={"nO": nO, "nI": None},
         layers=[tok2vec],
         refs={"tok2vec": tok2vec},
         shims=[TorchShim(build=ClassifierHead)],
-        attrs={"exclusive_classes": bool(exclusive_classes), "hidden_width": hidden_width,
-               "init_std": init_std, "dropout_rate": 0.0},
+        attrs={**attrs, "hidden_width": hidden_width, "init_std": init_std, "dropout_rate": 0.0},
     )
 
 

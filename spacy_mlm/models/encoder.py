@@ -3,7 +3,9 @@
 `forward(model, docs, is_train)` tokenizes the docs, runs the transformer over
 their windows grouped by length (little padding, few passes: see `batching.py`)
 and returns an `EncoderBatch`: one tensor of piece vectors per doc (windows
-merged) plus the [CLS] vectors. In training those tensors are autograd leaves: listeners pool
+merged) plus the [CLS] vectors and, for a model with a pretrained pooler, its
+pooled output (dense + tanh over [CLS], what Hugging Face's sequence
+classifiers read). In training those tensors are autograd leaves: listeners pool
 from them and accumulate gradients into `.grad`; the backprop callback then
 pushes the accumulated gradient through the transformer once.
 """
@@ -42,6 +44,7 @@ def to_doc_encodings(batch: EncoderBatch, tokenizer: PieceTokenizer) -> List[Doc
             cls_tensor=batch.cls[i],
             layers_tensor=None if batch.layers is None else batch.layers[i],
             pieces=tokenizer.hf.convert_ids_to_tokens(pieces.ids.tolist()),
+            pooled_tensor=None if batch.pooled is None else batch.pooled[i],
         )
         for i, (pieces, alignment) in enumerate(zip(batch.pieces, batch.alignments))
     ]
@@ -153,23 +156,29 @@ def forward(model: Model, docs: Sequence[Doc], is_train: bool):
     # inference_mode is fastest but its tensors can't become autograd leaves.
     context = torch.enable_grad() if trains else torch.no_grad() if is_train else torch.inference_mode()
     with context:
-        packed, packed_layers = _run(model, hf_model, pieces, keep_layers)
-    hidden, cls, layers = _unpack(pieces, packed, packed_layers)
+        packed, packed_layers, packed_pooled = _run(model, hf_model, pieces, keep_layers)
+    hidden, cls, layers, pooled = _unpack(pieces, packed, packed_layers, packed_pooled)
     if not is_train:
-        return EncoderBatch(docs, pieces, alignments, hidden, cls, layers), _no_backprop
+        return EncoderBatch(docs, pieces, alignments, hidden, cls, layers, pooled), _no_backprop
     # Leaves for the listeners; gradients accumulate in their .grad.
     flat = torch.cat(hidden) if hidden else packed[:0]
     flat_leaf = flat.detach().requires_grad_(True)
     cls_leaf = cls.detach().requires_grad_(True)
+    pooled_leaf = None if pooled is None else pooled.detach().requires_grad_(True)
     sizes = [len(h) for h in hidden]
+    leaves = (flat_leaf, cls_leaf) if pooled_leaf is None else (flat_leaf, cls_leaf, pooled_leaf)
     batch = EncoderBatch(
-        docs, pieces, alignments, list(torch.split(flat_leaf, sizes)), cls_leaf, leaves=(flat_leaf, cls_leaf)
+        docs, pieces, alignments, list(torch.split(flat_leaf, sizes)), cls_leaf, pooled=pooled_leaf, leaves=leaves
     )
 
     def backprop(_: EncoderBatch) -> List[Doc]:
         if trains:
             grads = [g if g is not None else torch.zeros_like(t) for t, g in ((flat_leaf, flat_leaf.grad), (cls_leaf, cls_leaf.grad))]
-            torch.autograd.backward([flat, cls], grads)
+            outputs = [flat, cls]
+            if pooled_leaf is not None and pooled_leaf.grad is not None:  # only a "pooler" listener reads it
+                outputs.append(pooled)
+                grads.append(pooled_leaf.grad)
+            torch.autograd.backward(outputs, grads)
         return []
 
     return batch, backprop
@@ -187,7 +196,9 @@ def _align(doc: Doc, pieces: DocPieces) -> Alignment:
 
 
 def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
-    """Run every window; return all non-padding rows packed in window order."""
+    """Run every window; return all non-padding rows packed in window order, the
+    layers' rows likewise (or None) and one pooled row per window (None for a
+    model without a pooler)."""
     windows = [w for p in pieces for w in p.windows]
     lengths = np.array([len(w.input_ids) for w in windows], dtype=np.int64)
     budget = model.attrs["max_batch_pieces"]
@@ -195,6 +206,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     pad_id = model.attrs["tokenizer"].hf.pad_token_id or 0
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
+    pooled_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     for chunk in length_batches(lengths, budget):
         longest = int(lengths[chunk[0]])
         ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)
@@ -211,18 +223,27 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=model.attrs["mixed_precision"]):
             out = hf_model(**inputs, output_hidden_states=keep_layers, return_dict=True)
         last = out.last_hidden_state.float()
+        pooler_output = getattr(out, "pooler_output", None)
         for row, w in enumerate(chunk):
             rows_by_window[w] = last[row, : lengths[w]]
+            if pooler_output is not None:
+                pooled_by_window[w] = pooler_output[row].float()
             if keep_layers:
                 layers_by_window[w] = torch.stack([h[row, : lengths[w]].float() for h in out.hidden_states])
     width = int(hf_model.config.hidden_size)
     packed = torch.cat(rows_by_window) if windows else torch.zeros((0, width), device=device)
     packed_layers = torch.cat(layers_by_window, dim=1) if keep_layers and windows else None
-    return packed, packed_layers
+    has_pooler = getattr(hf_model, "pooler", None) is not None
+    packed_pooled = (torch.stack(pooled_by_window) if windows else packed.new_zeros((0, width))) if has_pooler else None
+    return packed, packed_layers, packed_pooled
 
 
-def _unpack(pieces: List[DocPieces], packed: torch.Tensor, packed_layers: Optional[torch.Tensor]):
-    """Per-doc piece rows (each from its owner window) and first-window [CLS] rows."""
+def _unpack(
+    pieces: List[DocPieces], packed: torch.Tensor, packed_layers: Optional[torch.Tensor],
+    packed_pooled: Optional[torch.Tensor],
+):
+    """Per-doc piece rows (each from its owner window), first-window [CLS] rows,
+    per-doc layers (or None) and first-window pooled rows (or None)."""
     window_offsets = []
     offset = 0
     for p in pieces:
@@ -240,4 +261,8 @@ def _unpack(pieces: List[DocPieces], packed: torch.Tensor, packed_layers: Option
     layers = None
     if packed_layers is not None:
         layers = list(torch.split(packed_layers[:, index], sizes, dim=1))
-    return hidden, cls, layers
+    pooled = None
+    if packed_pooled is not None:
+        first_windows = np.cumsum([0] + [len(p.windows) for p in pieces[:-1]]) if pieces else np.zeros(0)
+        pooled = packed_pooled[torch.from_numpy(first_windows.astype(np.int64)).to(packed.device)]
+    return hidden, cls, layers, pooled

@@ -4,7 +4,9 @@
 Both hold torch tensors on the model's device, so listeners and heads read
 them where they were computed (no copy to the host and back on a GPU). Users
 read `doc._.mlm_encoding.hidden` / `.cls` / `.layers` as numpy arrays on the
-CPU, copied on first access (on a CPU, a view without copy).
+CPU, copied on first access (on a CPU, a view without copy); `.pooled` is the
+model's own pooled output (dense + tanh over [CLS]) where it has a pretrained
+pooler, else None.
 """
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -37,6 +39,7 @@ class EncoderBatch:
     hidden: List[torch.Tensor]  # per doc (n_pieces, width)
     cls: torch.Tensor  # (n_docs, width)
     layers: Optional[List[torch.Tensor]] = None  # per doc (n_layers + 1, n_pieces, width)
+    pooled: Optional[torch.Tensor] = None  # (n_docs, width) the model's pooler over [CLS]; None without one
     leaves: Tuple[torch.Tensor, ...] = ()  # in training: the tensors listeners' gradients accumulate in
 
 
@@ -55,6 +58,7 @@ class DocEncoding:
     cls_tensor: torch.Tensor  # (width,)
     layers_tensor: Optional[torch.Tensor] = None  # (n_layers + 1, n_pieces, width)
     pieces: List[str] = field(default_factory=list)
+    pooled_tensor: Optional[torch.Tensor] = None  # (width,) the model's pooler over [CLS]; None without one
 
     @cached_property
     def hidden(self) -> np.ndarray:
@@ -65,6 +69,13 @@ class DocEncoding:
     def cls(self) -> np.ndarray:
         """(width,) the [CLS] (<s>) vector of the first window."""
         return _host(self.cls_tensor)
+
+    @cached_property
+    def pooled(self) -> Optional[np.ndarray]:
+        """(width,) the model's pretrained pooler (dense + tanh) over the first
+        window's [CLS] vector; None for a model without one (DistilBERT, or weights
+        saved without it)."""
+        return _host(self.pooled_tensor)
 
     @cached_property
     def layers(self) -> Optional[np.ndarray]:

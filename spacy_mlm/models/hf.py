@@ -208,9 +208,22 @@ def _load(path: PathLike, auto_class, **config_options) -> Tuple[PreTrainedModel
     return model, tokenizer, info, path
 
 
+def _is_pooler_key(name: str) -> bool:
+    return f".{POOLER}." in f".{name}"
+
+
 def load_backbone(path: PathLike, output_hidden_states: bool = False) -> Tuple[PreTrainedModel, object]:
-    """The bare encoder (no task head) and its fast tokenizer from a local directory."""
-    model, tokenizer, _, _ = _load(path, AutoModel, output_hidden_states=output_hidden_states)
+    """The bare encoder (no task head) and its fast tokenizer from a local directory.
+
+    A pooler that the weights do not hold (a *ForMaskedLM checkpoint saves none) is
+    removed rather than left as transformers makes it, random: a head reading the
+    model's pooled output (`pooling = "pooler"`) would otherwise take a random layer
+    for a pretrained one, and a pipeline saved from it would reload with that random
+    layer as if it were pretrained. Without it the model returns no pooled output."""
+    model, tokenizer, info, path = _load(path, AutoModel, output_hidden_states=output_hidden_states)
+    if getattr(model, POOLER, None) is not None and any(_is_pooler_key(k) for k in info["missing_keys"]):
+        logger.info("%s: the weights hold no pooler; the encoder is loaded without one", path)
+        setattr(model, POOLER, None)
     return model, tokenizer
 
 
@@ -233,18 +246,14 @@ def load_mlm_model(path: PathLike) -> MaskedLM:
 
 def _read_pooler(path: Path, model: PreTrainedModel) -> Dict[str, torch.Tensor]:
     """The pooler tensors of the directory's weights, named as in `model`'s state dict."""
-
-    def is_pooler(name: str) -> bool:
-        return f".{POOLER}." in f".{name}"
-
     if (path / "model.safetensors").exists():
         from safetensors import safe_open
 
         with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
-            tensors = {name: weights.get_tensor(name) for name in weights.keys() if is_pooler(name)}
+            tensors = {name: weights.get_tensor(name) for name in weights.keys() if _is_pooler_key(name)}
     elif (path / "pytorch_model.bin").exists():
         state = torch.load(str(path / "pytorch_model.bin"), map_location="cpu", weights_only=True)
-        tensors = {name: tensor for name, tensor in state.items() if is_pooler(name)}
+        tensors = {name: tensor for name, tensor in state.items() if _is_pooler_key(name)}
     else:  # sharded: whoever loads the output starts the pooler afresh
         logger.warning("%s: the pooler of a sharded checkpoint is not carried into the output", path)
         return {}

@@ -12,6 +12,7 @@ share the tensors' memory (numpy on CPU, cupy on GPU, no copy), so spaCy's own
 components (`ner`, `tagger`, `textcat`) listen as well as ours. The width is
 the encoder's: the encoder component sets it on its listeners when it loads.
 """
+import logging
 from typing import Callable, List, Optional, Sequence
 
 import torch
@@ -25,6 +26,8 @@ from thinc.types import Floats2d, Ragged
 from ..errors import SpacyMlmError
 from .encoding import ENCODING_ATTR, EncoderBatch
 from .pooling import DOC_POOLINGS, TOKEN_POOLINGS, piece_rows, pool_doc
+
+logger = logging.getLogger(__name__)
 
 PIECES = "pieces"
 
@@ -42,6 +45,7 @@ class EncoderListener(Model):
         self._batch_id: Optional[int] = None
         self._outputs: Optional[EncoderBatch] = None
         self._backprop: Optional[Callable] = None
+        self.pooler_fallback_told = False
 
     get_batch_id = staticmethod(Tok2VecListener.get_batch_id)
 
@@ -74,7 +78,10 @@ def build_encoder_listener_v1(
     width: Optional[int] = None, pooling: str = "mean", upstream: str = "*"
 ) -> Model[List[Doc], List[Floats2d]]:
     """One vector per token (pooling first/mean/last/max over its pieces) or one per
-    doc ("cls": the [CLS] vector, "doc_mean": mean over the doc's pieces).
+    doc ("cls": the [CLS] vector, "doc_mean": mean over the doc's pieces, "pooler":
+    the model's own pretrained pooler, dense + tanh over [CLS], which Hugging Face's
+    sequence classifiers read; a model without one, such as DistilBERT or weights
+    saved without it, gives the [CLS] vector instead, with a warning).
     width: the encoder's hidden size; null = taken from the encoder when it loads."""
     return EncoderListener(upstream, width, pooling)
 
@@ -87,8 +94,20 @@ def build_encoder_piece_listener_v1(width: Optional[int] = None, upstream: str =
     return EncoderListener(upstream, width, PIECES)
 
 
-def _pool(pooling: str, hidden: torch.Tensor, cls: torch.Tensor, alignment) -> torch.Tensor:
-    return piece_rows(hidden, alignment) if pooling == PIECES else pool_doc(hidden, cls, alignment, pooling)
+def _pool(pooling: str, hidden: torch.Tensor, cls: torch.Tensor, pooled: Optional[torch.Tensor], alignment) -> torch.Tensor:
+    return piece_rows(hidden, alignment) if pooling == PIECES else pool_doc(hidden, cls, alignment, pooling, pooled)
+
+
+def _check_pooler(model: EncoderListener, has_pooled: bool) -> None:
+    """Say once per listener that "pooler" falls back to [CLS]: without it the
+    head would quietly read another vector than the one configured."""
+    if model.attrs["pooling"] == "pooler" and not has_pooled and not model.pooler_fallback_told:
+        model.pooler_fallback_told = True
+        logger.warning(
+            "pooling = \"pooler\": the encoder has no pretrained pooler (a model family without one, such as "
+            "DistilBERT, or weights saved without it, such as a *ForMaskedLM checkpoint), so the [CLS] vector "
+            "is used instead; set pooling = \"cls\" to say so"
+        )
 
 
 def _to_thinc(pooling: str, rows: torch.Tensor, alignment):
@@ -114,7 +133,11 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         batch = model._outputs
         if not model.has_dim("nO") or model.get_dim("nO") != int(batch.cls.shape[-1]):
             model.set_width(int(batch.cls.shape[-1]))
-        pooled = [_pool(pooling, h, batch.cls[i], a) for i, (h, a) in enumerate(zip(batch.hidden, batch.alignments))]
+        _check_pooler(model, batch.pooled is not None)
+        pooled = [
+            _pool(pooling, h, batch.cls[i], None if batch.pooled is None else batch.pooled[i], a)
+            for i, (h, a) in enumerate(zip(batch.hidden, batch.alignments))
+        ]
         outputs = [_to_thinc(pooling, p, a) for p, a in zip(pooled, batch.alignments)]
 
         def backprop(d_outputs) -> List[Doc]:
@@ -133,7 +156,8 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
             continue
         if not model.has_dim("nO") or model.get_dim("nO") != encoding.width:
             model.set_width(encoding.width)
-        rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.alignment)
+        _check_pooler(model, encoding.pooled_tensor is not None)
+        rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.alignment)
         outputs.append(_to_thinc(pooling, rows, encoding.alignment))
     return outputs, lambda d_outputs: []
 

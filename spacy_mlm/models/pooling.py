@@ -2,13 +2,15 @@
 vector per token or per doc, and from per-piece tag scores to per-token ones.
 Differentiable and device-agnostic (index tensors follow the input's device),
 so training and prediction pool the same way on CPU and GPU."""
+from typing import Optional
+
 import numpy
 import torch
 
 from ..tokenization.align import Alignment
 
 TOKEN_POOLINGS = ("first", "mean", "last", "max")
-DOC_POOLINGS = ("cls", "doc_mean")
+DOC_POOLINGS = ("cls", "doc_mean", "pooler")
 SUBWORD_POOLINGS = ("first", "mean")
 
 
@@ -42,11 +44,16 @@ def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> tor
     raise ValueError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
 
 
-def pool_doc(hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pooling: str) -> torch.Tensor:
-    """A listener's rows for one doc: (1, width) for "cls" (the [CLS] vector) and
-    "doc_mean" (mean over the pieces; [CLS] for a doc without pieces), else
-    (n_tokens, width) by `pool_tokens`."""
-    if pooling == "cls":
+def pool_doc(
+    hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pooling: str, pooled: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """A listener's rows for one doc: (1, width) for "cls" (the [CLS] vector),
+    "doc_mean" (mean over the pieces; [CLS] for a doc without pieces) and "pooler"
+    (`pooled`, the model's pretrained dense + tanh over [CLS]; the [CLS] vector
+    where the model has no pooler), else (n_tokens, width) by `pool_tokens`."""
+    if pooling == "pooler" and pooled is not None:
+        return pooled[None, :]
+    if pooling in ("cls", "pooler"):
         return cls[None, :]
     if pooling == "doc_mean":
         return cls[None, :] if len(hidden) == 0 else hidden.mean(dim=0, keepdim=True)

@@ -13,7 +13,7 @@ them as `[CLS] A [SEP] B [SEP]` with segment ids and the head reads the [CLS]
 vector. `classify_pair(nlp, premise, hypothesis)` is the one-call API.
 """
 from itertools import islice
-from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import torch
 from spacy.language import Language
@@ -218,12 +218,34 @@ def _tensor(array, device: torch.device) -> torch.Tensor:
     return xp2torch(array).to(device=device, dtype=torch.float32)
 
 
+def _pair_docs(nlp: Language, pairs: Iterable[Tuple[str, str]], symmetric: bool) -> Iterator[Doc]:
+    for a, b in pairs:
+        yield make_pair_doc(nlp, a, b)
+        if symmetric:
+            yield make_pair_doc(nlp, b, a)
+
+
+def _mean_cats(first: Dict[str, float], second: Dict[str, float]) -> Dict[str, float]:
+    return {label: (value + second[label]) / 2 for label, value in first.items()}
+
+
 def classify_pairs(
-    nlp: Language, pairs: Iterable[Tuple[str, str]], batch_size: Optional[int] = None
+    nlp: Language, pairs: Iterable[Tuple[str, str]], batch_size: Optional[int] = None, symmetric: bool = False
 ) -> List[Dict[str, float]]:
-    """doc.cats for each (premise, hypothesis) pair, run in batches."""
-    docs = (make_pair_doc(nlp, a, b) for a, b in pairs)
-    return [dict(doc.cats) for doc in nlp.pipe(docs, batch_size=batch_size)]
+    """doc.cats for each (premise, hypothesis) pair, in order. The pairs stream
+    through `nlp.pipe` in batches of `batch_size` pair Docs (the pipeline's
+    default if None), as single texts do, with the same results as one pair at a
+    time.
+
+    symmetric: for tasks where the order of the two texts means nothing
+    (paraphrase, duplicate questions, semantic similarity or relatedness with
+    `mlm_regressor`): each pair is also run as (b, a) and the two results are
+    averaged, which removes the order bias a model trained on one order has, at
+    twice the cost. Leave it off for NLI, where premise and hypothesis differ."""
+    cats = (dict(doc.cats) for doc in nlp.pipe(_pair_docs(nlp, pairs, symmetric), batch_size=batch_size))
+    if not symmetric:
+        return list(cats)
+    return [_mean_cats(ab, next(cats)) for ab in cats]
 
 
 def classify_pair(nlp: Language, premise: str, hypothesis: str) -> Dict[str, float]:
