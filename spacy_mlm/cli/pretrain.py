@@ -1,4 +1,4 @@
-"""`spacy_mlm pretrain CONFIG OUTPUT_DIR [--resume] [--section.key value ...]`."""
+"""`spacy_mlm pretrain CONFIG OUTPUT_DIR [--resume [--force]] [--section.key value ...]`."""
 import logging
 from pathlib import Path
 from typing import Optional
@@ -28,6 +28,9 @@ def pretrain_cli(
     config_path: Path = typer.Argument(..., help="config file with a [pretraining] section", exists=True, dir_okay=False),
     output_dir: Path = typer.Argument(..., help="where checkpoints, curves and the final model go"),
     resume: bool = typer.Option(False, "--resume", help="continue from the last checkpoint in OUTPUT_DIR"),
+    force: bool = typer.Option(
+        False, "--force", help="with --resume: continue even if settings or data that define the run changed"
+    ),
     gpu_id: Optional[int] = gpu_id_option(None, help="GPU to train on, -1: the CPU [default: the config's device]"),
     quiet: bool = quiet_option(),
 ):
@@ -38,5 +41,5 @@ def pretrain_cli(
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     config = load_pretraining_config(config_path, pretraining_overrides(ctx.args, gpu_id))
-    final = pretrain(config, output_dir, resume=resume, quiet=quiet)
+    final = pretrain(config, output_dir, resume=resume, quiet=quiet, force=force)
     typer.echo(f"model saved to {final}")

@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
@@ -22,9 +22,12 @@ from transformers import get_linear_schedule_with_warmup
 from ..errors import SpacyMlmError
 from ..models.hf import MaskedLM, build_scratch_mlm_model, load_mlm_model, load_tokenizer, max_positions, save_mlm_model
 from ..readers.corpus import read_corpus
-from ..util.io import atomic_write_text
+from ..util.io import atomic_write_text, remove_left_overs
 from ..util.progress import Progress
-from .checkpoint import latest_checkpoint, load_training_state, save_checkpoint, write_history
+from .checkpoint import (
+    Resumed, latest_checkpoint, load_resumable, restore_rng_state, rng_state, run_differences, run_record,
+    save_checkpoint, write_history,
+)
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
 from .masking import MaskedBatch, unigram_distribution, uniform_distribution
 from .objectives import PretrainingModel, set_output_bias
@@ -90,13 +93,10 @@ def read_documents(corpus_cfg) -> Tuple[Dict[str, list], Dict[str, list]]:
     return train, dev
 
 
-def get_model(cfg, output_dir: Path, train_docs, dist: Distributed, checkpoint: Optional[Path]) -> MaskedLM:
-    """From the checkpoint when resuming, else from `source`, else built from
-    scratch with a tokenizer trained on the corpus (by the first process; the
-    others load what it saved)."""
+def get_model(cfg, output_dir: Path, train_docs, dist: Distributed) -> MaskedLM:
+    """From `source`, else built from scratch with a tokenizer trained on the
+    corpus (by the first process; the others load what it saved)."""
     torch.manual_seed(cfg["seed"])  # whatever is initialised here (a missing MLM head, a scratch model)
-    if checkpoint is not None:
-        return load_mlm_model(checkpoint / "model")
     if cfg["source"]:
         return load_mlm_model(cfg["source"])
     scratch = cfg["scratch"]
@@ -170,7 +170,25 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def prepare(config: Config, output_dir: Path, resume: bool):
+def check_same_run(resumed: Resumed, run: dict, force: bool) -> List[str]:
+    """The differences between the resumed checkpoint's run and this one; any
+    is an error naming them, unless `force`."""
+    if resumed.run is None:
+        logger.warning("%s has no run record (an older checkpoint): its settings cannot be compared", resumed.path)
+        return []
+    differences = run_differences(resumed.run, run)
+    if differences and not force:
+        raise SpacyMlmError(
+            f"--resume from {resumed.path} with settings or data that change the run: " + "; ".join(differences)
+            + ". Resume with the run's own settings (its config.cfg), start a new output directory, "
+            "or pass --force to continue with these"
+        )
+    for line in differences:
+        logger.warning("--force: resuming with %s", line)
+    return differences
+
+
+def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False):
     """Everything the loop needs, built identically in every process."""
     cfg = config["pretraining"]
     device = pick_device(cfg["device"])
@@ -178,13 +196,19 @@ def prepare(config: Config, output_dir: Path, resume: bool):
     if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # under torchrun: the process's own GPU
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     ckpt_root = output_dir / "checkpoints"
-    checkpoint = latest_checkpoint(ckpt_root) if resume else None
+    if dist.main:  # what killed runs left: temporary files and directories, replaced checkpoints
+        for left in remove_left_overs(output_dir) + remove_left_overs(ckpt_root):
+            logger.info("Removed %s, left by an interrupted run", left)
+    dist.barrier()
     if not resume and latest_checkpoint(ckpt_root) is not None:
         raise SpacyMlmError(f"{output_dir} already has checkpoints: pass --resume to continue, or use a new directory")
-    if resume and checkpoint is None:
+    resumed = load_resumable(ckpt_root) if resume else None
+    if resume and resumed is None:
         logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
     train_docs, dev_docs = read_documents(cfg["corpus"])
-    mlm = get_model(cfg, output_dir, train_docs, dist, checkpoint)
+    run = run_record(cfg, train_docs, dev_docs)
+    changes = check_same_run(resumed, run, force) if resumed is not None else []
+    mlm = resumed.mlm if resumed is not None else get_model(cfg, output_dir, train_docs, dist)
     tokenizer = mlm.tokenizer
     limit = max_positions(mlm.model, tokenizer)
     if cfg["max_length"] > limit:
@@ -213,15 +237,18 @@ def prepare(config: Config, output_dir: Path, resume: bool):
     if dist.main:
         logger.info("Training examples per epoch: %d (%s)", stream.epoch_size, stream.describe_shares())
     model = PretrainingModel(mlm.model, next_sentence=nsp).to(device)  # moves mlm.model in place
-    return cfg, device, dist, model, mlm, stream, dev_examples, masking, checkpoint
+    return cfg, device, dist, model, mlm, stream, dev_examples, masking, resumed, run, changes
 
 
-def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = False) -> Path:
+def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = False, force: bool = False) -> Path:
     """Train; return the directory of the final HF model (`output_dir/model`).
     Progress (a bar on a terminal, with log records above it; periodic lines
-    elsewhere) unless `quiet`."""
+    elsewhere) unless `quiet`. `resume` continues from the newest checkpoint
+    that loads, refusing settings or data that change the run unless `force`."""
     output_dir = Path(output_dir)
-    cfg, device, dist, model, mlm, stream, dev_examples, masking, ckpt = prepare(config, output_dir, resume)
+    cfg, device, dist, model, mlm, stream, dev_examples, masking, resumed, run, changes = prepare(
+        config, output_dir, resume, force
+    )
     tokenizer = mlm.tokenizer
     batch_size, accum = cfg["batch_size"], cfg["grad_accumulation_steps"]
     if batch_size % (dist.world * accum):
@@ -231,31 +258,34 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     eval_batches = evaluation_batches(dev_examples, tokenizer, masking, micro, cfg["eval_sequences"])
     step, history = 0, []
     torch.manual_seed(cfg["seed"] + dist.rank)
-    if ckpt is not None:
-        state = load_training_state(ckpt)
+    if resumed is not None:
+        state = resumed.state
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         if model.nsp_head is not None:
             model.nsp_head.load_state_dict(state["nsp_head"])
         if len(state["rng"]) == dist.world:  # else dropout noise simply starts afresh
-            torch.set_rng_state(state["rng"][dist.rank])
+            restore_rng_state(state["rng"][dist.rank], device)
         step, history = state["step"], state["history"]
-        logger.info("Resumed from %s at step %d", ckpt, step)
+        logger.info("Resumed from %s at step %d", resumed.path, step)
     if dist.main:
-        atomic_write_text(output_dir / "config.cfg", config.to_str())
+        previous = output_dir / "config.cfg"
+        if changes and previous.exists():  # --force: the run's own settings stay on record
+            atomic_write_text(output_dir / f"config.before-step-{step:08d}.cfg", previous.read_text(encoding="utf8"))
+        atomic_write_text(previous, config.to_str())
     net = torch.nn.parallel.DistributedDataParallel(model) if dist.world > 1 else model
 
     def checkpoint():
         rng = [None] * dist.world
         if dist.world > 1:
-            torch.distributed.all_gather_object(rng, torch.get_rng_state())
+            torch.distributed.all_gather_object(rng, rng_state(device))
         else:
-            rng = [torch.get_rng_state()]
+            rng = [rng_state(device)]
         if dist.main:
             state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng,
                      "nsp_head": None if model.nsp_head is None else model.nsp_head.state_dict(),
                      "step": step, "examples_seen": step * batch_size, "history": history}
-            save_checkpoint(output_dir / "checkpoints", step, mlm, state, cfg["keep_checkpoints"])
+            save_checkpoint(output_dir / "checkpoints", step, mlm, state, cfg["keep_checkpoints"], run)
             write_history(output_dir, history)
         dist.barrier()
 

@@ -3,16 +3,20 @@ the new one, never a half-written one."""
 import contextlib
 import glob
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterator, Union
+from typing import Callable, Iterator, List, Union
 
 import srsly
 
 from ..errors import ModelLoadError
 
 PathLike = Union[str, Path]
+# What the writes below leave beside NAME when killed: a temporary file or
+# directory `.NAME.<random>.tmp`, or the previous directory `.NAME.old-<pid>`.
+LEFT_BY_A_KILL = re.compile(r"^\.(?P<name>.+)\.(?:[A-Za-z0-9_]+\.tmp|old-\d+)$")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -129,3 +133,28 @@ def directory_from_bytes(bytes_data: bytes, read: Callable[[Path], None], what: 
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         read(root)
+
+
+def remove_left_overs(directory: PathLike) -> List[Path]:
+    """Remove what killed writes left in `directory` (not below it): temporary
+    files and directories, and previous versions of directories that were
+    replaced; a previous version whose directory is missing (a kill between the
+    two renames) is moved back instead. Returns what was removed. Only for a
+    directory no other process is writing into."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for entry in sorted(directory.iterdir()):
+        found = LEFT_BY_A_KILL.match(entry.name)
+        if not found or not entry.exists():
+            continue
+        if ".old-" in entry.name and not (directory / found.group("name")).exists():
+            recover_directory(directory / found.group("name"))
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed

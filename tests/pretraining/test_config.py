@@ -50,3 +50,16 @@ def test_missing_file():
 def test_defaults_document_every_section():
     for section in ("[pretraining.corpus]", "[pretraining.masking]", "[pretraining.optimizer]", "[pretraining.scratch]"):
         assert section in DEFAULT_CONFIG
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_section(tmp_path):
+    path = tmp_path / "c.cfg"
+    path.write_bytes(b"\xef\xbb\xbf[pretraining]\nseed = 3\n")
+    assert load_pretraining_config(path)["pretraining"]["seed"] == 3
+
+
+def test_a_config_that_is_not_utf8_is_reported(tmp_path):
+    path = tmp_path / "c.cfg"
+    path.write_bytes(b"[pretraining]\nseed = \xff\n")
+    with pytest.raises(SpacyMlmError, match="cannot parse the config"):
+        load_pretraining_config(path)

@@ -4,7 +4,6 @@ code from the model directory run, or a question asked."""
 import json
 import os
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +14,8 @@ import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import ModelLoadError
 from spacy_mlm.models.hf import PADDING_ROWS, load_backbone, load_mlm_model, load_tokenizer
 from spacy_mlm.pretraining.checkpoint import STATE_FILE, load_training_state
+
+from .payloads import LeavesAMarker
 
 LOADERS = {"bare": load_backbone, "mlm": load_mlm_model}
 
@@ -184,16 +185,6 @@ def test_every_from_pretrained_is_local_and_runs_no_code(tiny_model_dir, monkeyp
     assert all(local is True and remote is False for _, local, remote in calls), calls
 
 
-class _LeavesAMarker:
-    """Pickled as a call of Path.touch: unpickling it outside weights_only creates the file."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return Path.touch, (self.marker,)
-
-
 @pytest.mark.parametrize("case", ["object", "truncated", "empty"])
 def test_training_state_loads_only_tensors_and_plain_values(tmp_path, case):
     import torch
@@ -206,7 +197,7 @@ def test_training_state_loads_only_tensors_and_plain_values(tmp_path, case):
     assert load_training_state(checkpoint)["history"] == state["history"]
     data = (checkpoint / STATE_FILE).read_bytes()
     if case == "object":
-        torch.save({**state, "extra": _LeavesAMarker(marker)}, checkpoint / STATE_FILE)
+        torch.save({**state, "extra": LeavesAMarker(marker)}, checkpoint / STATE_FILE)
     else:
         (checkpoint / STATE_FILE).write_bytes(data[: len(data) // 2] if case == "truncated" else b"")
     with pytest.raises(ModelLoadError, match="cannot be loaded as a training state") as info:
