@@ -30,24 +30,23 @@ def classifier(tiny_model_dir, examples_of):
     return nlp
 
 
-def pair_examples(nlp):
+def labelled(nlp, as_pairs):
+    """PAIRS as pair Docs, or as single texts holding both sides."""
     out = []
     for a, b, label in PAIRS:
-        doc = make_pair_doc(nlp, a, b)
+        doc = make_pair_doc(nlp, a, b) if as_pairs else nlp.make_doc(f"{a} {b}")
         reference = doc.copy()
         reference.cats = {lab: float(lab == label) for _, _, lab in PAIRS}
         out.append(Example(doc, reference))
     return out
+
+
+def pair_examples(nlp):
+    return labelled(nlp, True)
 
 
 def single_examples(nlp):
-    out = []
-    for a, b, label in PAIRS:
-        doc = nlp.make_doc(f"{a} {b}")
-        reference = doc.copy()
-        reference.cats = {lab: float(lab == label) for _, _, lab in PAIRS}
-        out.append(Example(doc, reference))
-    return out
+    return labelled(nlp, False)
 
 
 @pytest.fixture(scope="module")
