@@ -17,7 +17,8 @@ each error names the directory or file:
   each with only a warning; a silently random encoder is worse than an error, so
   here each is a ModelLoadError. A different head count with the same hidden size
   cannot be caught: it leaves every weight shape the same.
-* The tokenizer must fit the embedding matrix.
+* The tokenizer must fit the embedding matrix: more entries than rows is an
+  error, fewer a warning giving both sizes (`check_vocab`).
 """
 import inspect
 import json
@@ -44,10 +45,6 @@ LOCAL_ONLY = {"local_files_only": True, "trust_remote_code": False}
 # The one backbone part that may be absent: a bare encoder loaded from a
 # *ForMaskedLM checkpoint lacks it, and a *ForMaskedLM model has none to load.
 POOLER = "pooler"
-# Embedding matrices padded for speed (resize_token_embeddings(pad_to_multiple_of=...),
-# Megatron's make-vocab-size-divisible-by 128) have fewer unused rows than this;
-# more means the tokenizer is cut short or belongs to another model.
-PADDING_ROWS = 128
 # RoBERTa-style models offset positions by the padding index.
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 
@@ -173,6 +170,12 @@ def _check_weights_fit(path: Path, model: PreTrainedModel, info: dict) -> None:
 
 
 def check_vocab(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
+    """A tokenizer with more entries than the embedding matrix has rows would
+    index past it: an error. One with fewer leaves rows that are never used,
+    which is either padding for speed (`resize_token_embeddings(
+    pad_to_multiple_of=...)`, Megatron's multiples of 128) or a vocabulary cut
+    short or from another model: the two cannot be told apart, so it is a
+    warning giving both sizes."""
     n_rows = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > n_rows:
         raise ModelLoadError(
@@ -180,11 +183,11 @@ def check_vocab(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
             f"the tokenizer has {len(tokenizer)} entries but the embedding matrix only {n_rows} rows: "
             "tokenizer and weights do not belong together",
         )
-    if n_rows - len(tokenizer) >= PADDING_ROWS:
-        raise ModelLoadError(
-            path,
-            f"the tokenizer has only {len(tokenizer)} entries for an embedding matrix of {n_rows} rows, more unused "
-            f"rows than padding leaves (under {PADDING_ROWS}): the vocabulary is cut short or another model's",
+    if len(tokenizer) < n_rows:
+        logger.warning(
+            "%s: the tokenizer has %d entries for an embedding matrix of %d rows, so %d rows are never used: "
+            "padding for speed, or a vocabulary cut short or from another model",
+            path, len(tokenizer), n_rows, n_rows - len(tokenizer),
         )
 
 

@@ -12,7 +12,7 @@ import srsly
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import ModelLoadError
-from spacy_mlm.models.hf import PADDING_ROWS, load_backbone, load_mlm_model, load_tokenizer
+from spacy_mlm.models.hf import load_backbone, load_mlm_model, load_tokenizer
 from spacy_mlm.pretraining.checkpoint import STATE_FILE, load_training_state
 
 from .payloads import LeavesAMarker
@@ -71,14 +71,6 @@ def _config(**changes):
     return mutate
 
 
-def _vocab_txt_cut_short(d):
-    """Only vocab.txt left (the fast tokenizer is converted from it), cut to
-    fewer entries than padding could explain."""
-    (d / "tokenizer.json").unlink()
-    lines = (d / "vocab.txt").read_text(encoding="utf8").splitlines()
-    (d / "vocab.txt").write_text("\n".join(lines[: len(lines) - PADDING_ROWS]) + "\n", encoding="utf8")
-
-
 MODEL_DIR_CASES = {
     "missing_dir": (lambda d: shutil.rmtree(d), "no such directory"),
     "file_not_dir": (lambda d: (shutil.rmtree(d), d.write_text("x")), "is a file"),
@@ -108,7 +100,6 @@ MODEL_DIR_CASES = {
     "config_other_vocab_size": (_config(vocab_size=500), "does not match the weights"),
     "config_heads_not_dividing_width": (_config(num_attention_heads=3), "not a multiple of the number of attention heads"),
     "vocab_bigger_than_embeddings": (_bigger_vocab, "embedding matrix only"),
-    "vocab_txt_shorter_than_embeddings": (_vocab_txt_cut_short, "cut short or another model's"),
     "no_tokenizer": (_no_tokenizer, "no tokenizer files"),
 }
 
@@ -131,17 +122,37 @@ def test_broken_model_dir(model_copy, case, loader):
     assert str(model_copy) in str(info.value) and str(model_copy) in info.value.path
 
 
-def test_an_embedding_matrix_padded_for_speed_still_loads(model_copy):
+def _vocab_txt_cut_short(d, n_cut):
+    """Only vocab.txt left (the fast tokenizer is converted from it), its last `n_cut` entries cut."""
+    (d / "tokenizer.json").unlink()
+    lines = (d / "vocab.txt").read_text(encoding="utf8").splitlines()
+    (d / "vocab.txt").write_text("\n".join(lines[: len(lines) - n_cut]) + "\n", encoding="utf8")
+
+
+def _padded_matrix(d, n_extra):
     from transformers import AutoModelForMaskedLM
 
-    model = AutoModelForMaskedLM.from_pretrained(model_copy)
-    n_entries = model.config.vocab_size
-    model.resize_token_embeddings(n_entries + PADDING_ROWS - 1)
-    model.save_pretrained(model_copy)
-    for load in LOADERS.values():
-        loaded = load(model_copy)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded.model
-        assert model.get_input_embeddings().weight.shape[0] == n_entries + PADDING_ROWS - 1
+    model = AutoModelForMaskedLM.from_pretrained(d)
+    model.resize_token_embeddings(model.config.vocab_size + n_extra)
+    model.save_pretrained(d)
+
+
+@pytest.mark.parametrize("loader", list(LOADERS))
+@pytest.mark.parametrize("smaller", [lambda d: _padded_matrix(d, 127), lambda d: _vocab_txt_cut_short(d, 128)],
+                         ids=["matrix_padded_for_speed", "vocab_txt_cut_short"])
+def test_a_tokenizer_smaller_than_the_embedding_matrix_loads_with_a_warning_giving_both_sizes(
+    model_copy, caplog, smaller, loader
+):
+    n_rows_before = json.loads((model_copy / "config.json").read_text())["vocab_size"]
+    smaller(model_copy)
+    with caplog.at_level("WARNING", logger="spacy_mlm.models.hf"):
+        loaded = LOADERS[loader](model_copy)
+    model, tokenizer = loaded if isinstance(loaded, tuple) else (loaded.model, loaded.tokenizer)
+    n_rows = model.get_input_embeddings().weight.shape[0]
+    assert len(tokenizer) < n_rows and n_rows in (n_rows_before, n_rows_before + 127)
+    assert (f"the tokenizer has {len(tokenizer)} entries for an embedding matrix of {n_rows} rows, "
+            f"so {n_rows - len(tokenizer)} rows are never used") in caplog.text
+    assert str(model_copy) in caplog.text
 
 
 def _write_own_code(d, config_file, marker):
@@ -310,3 +321,65 @@ def test_saved_files_are_readable_by_others(tmp_path, encoder_nlp):
     model_dir = tmp_path / "pipe" / "mlm_encoder" / "model"
     assert model_dir.stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "pipe" / "mlm_encoder" / "cfg").stat().st_mode & 0o777 == 0o644
+
+
+LOADS_IN_A_CHILD = """
+import sys, time
+import spacy, spacy_mlm
+from spacy_mlm.models.hf import load_mlm_model
+for load, path in [(load_mlm_model, sys.argv[1]), (load_mlm_model, sys.argv[2]), (spacy.load, sys.argv[3])]:
+    began = time.time()
+    try:
+        load(path)
+    except Exception as err:
+        print(type(err).__name__, err)
+    print("seconds", round(time.time() - began, 1))
+"""
+
+
+def test_code_in_a_model_directory_is_refused_at_once_with_stdin_open(tmp_path, tiny_model_dir, pipeline_copy):
+    """In a fresh interpreter whose stdin is an open pipe nobody writes to, as a terminal
+    would be: a question would block it (transformers waits 15 s for an answer). Through
+    both config files of an HF directory, and spacy.load of a pipeline whose encoder's
+    config.json was edited; each load alone is timed, and no code of the directory runs."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "code_ran"
+    dirs = []
+    for config_file in ("config.json", "tokenizer_config.json"):
+        shutil.copytree(tiny_model_dir, tmp_path / config_file)
+        _write_own_code(tmp_path / config_file, config_file, marker)
+        dirs.append(tmp_path / config_file)
+    _write_own_code(pipeline_copy / "mlm_encoder" / "model", "config.json", marker)
+    proc = subprocess.Popen([sys.executable, "-c", LOADS_IN_A_CHILD, *map(str, dirs), str(pipeline_copy)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    refused = [dirs[0] / "config.json", dirs[1] / "tokenizer_config.json",
+               pipeline_copy / "mlm_encoder" / "model" / "config.json"]
+    for path in refused:
+        assert f"ModelLoadError {path}: names classes defined by Python code" in out, out
+    assert "custom code" not in out  # transformers' "Do you wish to run the custom code?" never came
+    assert all(float(line.split()[1]) < 10 for line in out.splitlines() if line.startswith("seconds")), out
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("loader", list(LOADERS))
+def test_a_pickle_payload_in_pytorch_model_bin_never_runs(model_copy, tmp_path, loader):
+    """transformers reads pytorch_model.bin with torch.load(weights_only=True), as our pooler reader does."""
+    import torch
+    from safetensors.torch import load_file
+
+    marker = tmp_path / "payload_ran"
+    state = load_file(str(model_copy / "model.safetensors"))
+    (model_copy / "model.safetensors").unlink()
+    torch.save({**state, "payload": LeavesAMarker(marker)}, model_copy / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="cannot load the weights"):
+        LOADERS[loader](model_copy)
+    assert not marker.exists()
+    torch.save(state, model_copy / "pytorch_model.bin")  # the same weights without the payload load
+    LOADERS[loader](model_copy)
