@@ -32,7 +32,7 @@ from ..tokenization.pair import make_pair_doc
 from ..errors import SpacyMlmError
 from .pair_input import PairInputGuard
 from ..scoring.textcat import unknown_gold_labels
-from ..util.save import checked_from_disk
+from ..util.save import check_outputs_fit, checked_from_disk
 
 DEFAULT_CLASSIFIER_MODEL = Config().from_str(
     """
@@ -176,9 +176,12 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         self.model.initialize(X=[eg.reference for eg in sample], Y=truths)
 
     def from_disk(self, path, *, exclude=tuple()) -> "MLMTextCategorizer":
-        """spaCy's loader, with errors that name a missing or truncated file."""
+        """spaCy's loader, with errors that name a missing or truncated file, and
+        a check that the saved labels fit the saved weights."""
         load = super().from_disk
-        return checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude)
+        checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude)
+        check_outputs_fit(path, self.model, len(self.labels), f"the labels {list(self.labels)}", "labels")
+        return self
 
     def predict(self, docs: Iterable[Doc]):
         """(n_docs, n_labels) probabilities, as a numpy array on the host (a

@@ -23,7 +23,7 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
-from ..errors import ModelLoadError, NotInitializedError, SpacyMlmError
+from ..errors import NotInitializedError, SpacyMlmError
 from ..models.pooling import SUBWORD_POOLINGS
 from ..models.tagger import TagScores, tagger_head
 from ..tagging.crf import apply_constraints
@@ -31,7 +31,7 @@ from ..tagging.decoding import decode_tags
 from ..tagging.emissions import pad_rows, token_emissions
 from ..tagging.losses import sequence_loss, subword_softmax_loss
 from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
-from ..util.save import checked_from_disk
+from ..util.save import check_outputs_fit, checked_from_disk
 
 TAG_PROBS_ATTR = "tag_probs"
 SUBWORD_LOSSES = ("all", "first")
@@ -158,9 +158,8 @@ class EntityTagger(TrainablePipe):
         a check that the saved labels fit the saved weights."""
         load = super().from_disk
         checked_from_disk(path, "mlm_ner", lambda: load(path, exclude=exclude), exclude)
-        if self.model.has_dim("nO") and self.model.get_dim("nO") != len(self.tag_labels):
-            raise ModelLoadError(path, f"its cfg has the labels {list(self.labels)} ({len(self.tag_labels)} tags) but "
-                                       f"its weights score {self.model.get_dim('nO')} tags")
+        check_outputs_fit(path, self.model, len(self.tag_labels),
+                          f"the labels {list(self.labels)} ({len(self.tag_labels)} tags)", "tags")
         return self
 
     # -- prediction -------------------------------------------------------------

@@ -81,3 +81,16 @@ def checked_from_disk(
             f"cannot be read ({type(err).__name__}: {err}): truncated by an interrupted save or copy, or written by "
             f"another {factory} architecture",
         ) from None
+
+
+def check_outputs_fit(path: Union[str, Path], model, n_outputs: int, labels_described: str, unit: str) -> None:
+    """A loaded component's `cfg` labels must be the ones its weights score:
+    edited or mixed from two saves, they would load and then fail at the first
+    `nlp(text)` with a tensor-size error, or give wrong scores under the wrong
+    names. `labels_described` says what the cfg holds, `unit` what the weights score."""
+    if model.has_dim("nO") and model.get_dim("nO") != n_outputs:
+        raise ModelLoadError(
+            ensure_path(path) / "cfg",
+            f"has {labels_described} but the weights score {model.get_dim('nO')} {unit} "
+            f"({ensure_path(path) / 'model'}): the two do not come from the same save",
+        )

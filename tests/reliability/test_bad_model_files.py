@@ -383,3 +383,25 @@ def test_a_pickle_payload_in_pytorch_model_bin_never_runs(model_copy, tmp_path, 
     assert not marker.exists()
     torch.save(state, model_copy / "pytorch_model.bin")  # the same weights without the payload load
     LOADERS[loader](model_copy)
+
+
+@pytest.mark.parametrize("edit", ["label_dropped", "label_added"])
+def test_a_saved_classifier_whose_labels_disagree_with_its_weights_fails_in_spacy_load(tiny_model_dir, tmp_path, edit):
+    """It loaded and scored two of the three classes under their names, silently."""
+    from spacy.training import Example
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
+    nlp.add_pipe("mlm_textcat", config={"model": {"exclusive_classes": True, "hidden_width": 0,
+                                                  "tok2vec": {"pooling": "cls"}}})
+    cats = [{"POS": 1.0, "NEG": 0.0, "MEH": 0.0}, {"POS": 0.0, "NEG": 1.0, "MEH": 0.0}, {"POS": 0.0, "NEG": 0.0, "MEH": 1.0}]
+    examples = [Example.from_dict(nlp.make_doc(text), {"cats": c}) for text, c in zip(["good", "bad", "so so"], cats)]
+    nlp.initialize(lambda: examples)
+    nlp.to_disk(tmp_path / "pipe")
+    cfg_path = tmp_path / "pipe" / "mlm_textcat" / "cfg"
+    cfg = srsly.read_json(cfg_path)
+    cfg["labels"] = cfg["labels"][:-1] if edit == "label_dropped" else cfg["labels"] + ["EXTRA"]
+    srsly.write_json(cfg_path, cfg)
+    with pytest.raises(ModelLoadError, match=r"has the labels \[.*\] but the weights score 3 labels \(.*model\)") as info:
+        spacy.load(tmp_path / "pipe")
+    assert info.value.path == str(cfg_path)
