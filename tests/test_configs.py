@@ -214,3 +214,40 @@ def test_init_config_refuses_what_it_cannot_write(tiny_model_dir, tmp_path):
         result = runner.invoke(app, ["init-config", str(tmp_path / "x.cfg"), *args])
         assert result.exit_code != 0 and message in result.output, result.output
         assert not (tmp_path / "x.cfg").exists()
+
+
+def test_spacy_assemble_builds_the_vectors_config_and_sources_trained_components(tiny_model_dir, tmp_path):
+    """`spacy assemble configs/vectors.cfg` needs no data; a config that sources
+    the encoder and the tagger of a saved pipeline and adds mlm_vectors
+    predicts what the saved pipeline does."""
+    from spacy.cli import app as spacy_app
+    from spacy.training import Example
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    result = runner.invoke(spacy_app, ["assemble", str(CONFIG_DIR / "vectors.cfg"), str(tmp_path / "vectors"),
+                                       "--paths.encoder", str(tiny_model_dir)])
+    assert result.exit_code == 0, result.output
+    vectors = spacy.load(tmp_path / "vectors")
+    assert vectors.pipe_names == ["encoder", "vectors"] and vectors("a pond")[1].has_vector
+
+    trained = spacy.blank("en")
+    trained.add_pipe("mlm_encoder", name="encoder", config={"model": {"path": str(tiny_model_dir)}})
+    trained.add_pipe("mlm_ner", name="ner")
+    doc = trained.make_doc("Anna lives in Oslo")
+
+    trained.initialize(lambda: [Example.from_dict(doc, {"entities": [(0, 4, "PER"), (14, 18, "LOC")]})])
+    trained.to_disk(tmp_path / "trained")
+    (tmp_path / "assemble.cfg").write_text(
+        '[paths]\ntrained = null\n\n[nlp]\nlang = "en"\npipeline = ["encoder","ner","vectors"]\n\n[components]\n\n'
+        "[components.encoder]\nsource = ${paths.trained}\n\n[components.ner]\nsource = ${paths.trained}\n\n"
+        '[components.vectors]\nfactory = "mlm_vectors"\n', encoding="utf8")
+    result = runner.invoke(spacy_app, ["assemble", str(tmp_path / "assemble.cfg"), str(tmp_path / "assembled"),
+                                       "--paths.trained", str(tmp_path / "trained")])
+    assert result.exit_code == 0, result.output
+    assembled, text = spacy.load(tmp_path / "assembled"), "Peter Grant flew to Paris"
+    assert assembled.pipe_names == ["encoder", "ner", "vectors"]
+    reference = spacy.load(tmp_path / "trained")
+    assert [(e.start, e.end, e.label_) for e in assembled(text).ents] == [
+        (e.start, e.end, e.label_) for e in reference(text).ents]
+    assert (assembled(text)._.mlm_encoding.hidden == reference(text)._.mlm_encoding.hidden).all()
