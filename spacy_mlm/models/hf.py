@@ -152,21 +152,17 @@ def _check_weights_fit(path: Path, model: PreTrainedModel, info: dict) -> None:
             f"than the '{model_type}' architecture of config.json gives them (e.g. {example}: "
             f"{tuple(shapes[example].shape)} by config.json); hidden_size, intermediate_size or vocab_size differ",
         )
+    architecture = f"the '{model_type}' architecture of config.json"
     missing = _backbone_keys(model, info["missing_keys"])
-    if missing:
-        raise ModelLoadError(
-            path,
-            f"the weights do not fit the '{model_type}' architecture of config.json: {len(missing)} of "
-            f"{len(model.state_dict())} tensors are missing (e.g. {', '.join(missing[:3])})",
-        )
     surplus = _backbone_keys(model, info["unexpected_keys"])
-    if surplus:
-        raise ModelLoadError(
-            path,
-            f"the weights hold {len(surplus)} encoder tensors that the '{model_type}' architecture of config.json "
-            f"has no place for (e.g. {', '.join(surplus[:3])}): config.json describes a smaller model "
-            "(fewer layers?) than the one saved",
-        )
+    for keys, problem in (
+        (missing, f"the weights do not fit {architecture}: {len(missing)} of {len(model.state_dict())} tensors are "
+                  "missing (e.g. {examples})"),
+        (surplus, f"the weights hold {len(surplus)} encoder tensors that {architecture} has no place for (e.g. "
+                  "{examples}): config.json describes a smaller model (fewer layers?) than the one saved"),
+    ):
+        if keys:
+            raise ModelLoadError(path, problem.format(examples=", ".join(keys[:3])))
 
 
 def check_vocab(model: PreTrainedModel, tokenizer, path: PathLike) -> None:

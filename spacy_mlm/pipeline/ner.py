@@ -90,17 +90,9 @@ def make_mlm_ner(
     """
     if not Doc.has_extension(TAG_PROBS_ATTR):
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
-    return EntityTagger(
-        nlp.vocab,
-        model,
-        name,
-        scheme=scheme,
-        constrained=constrained,
-        store_probs=store_probs,
-        subword_loss=subword_loss,
-        subword_decode=subword_decode,
-        scorer=scorer,
-    )
+    settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs)
+    subwords = dict(subword_loss=subword_loss, subword_decode=subword_decode)
+    return EntityTagger(nlp.vocab, model, name, scorer=scorer, **settings, **subwords)
 
 
 class EntityTagger(TrainablePipe):

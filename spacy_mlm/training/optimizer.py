@@ -92,17 +92,8 @@ def build_layer_decay_adam_v2(
     """`Adam.v1` with layer-wise learning-rate decay (layer_decay = 1.0 is plain
     Adam). The number of transformer layers comes from the encoder itself.
     `learn_rate` may be a schedule, as for Adam.v1."""
-    return LayerDecayOptimizer(
-        learn_rate,
-        layer_decay=layer_decay,
-        L2=L2,
-        beta1=beta1,
-        beta2=beta2,
-        eps=eps,
-        grad_clip=grad_clip,
-        L2_is_weight_decay=L2_is_weight_decay,
-        use_averages=False,
-    )
+    adam = dict(L2=L2, beta1=beta1, beta2=beta2, eps=eps, grad_clip=grad_clip, L2_is_weight_decay=L2_is_weight_decay)
+    return LayerDecayOptimizer(learn_rate, layer_decay=layer_decay, use_averages=False, **adam)
 
 
 class TorchStepper:
