@@ -39,7 +39,7 @@ def test_log_records_go_above_the_bar_on_a_terminal(tmp_path, corpus_file, tiny_
     assert len(logged) == 1
     *drawn, cleared, message = logged[0].split("\r")
     assert message.startswith("step 3 loss=") and cleared.strip() == "", "the bar was not cleared first"
-    assert any("pretrain:  75%" in part for part in drawn), "no bar before the record"
+    assert any("pretrain:" in part for part in drawn), "no bar before the record"
     assert "4/4" in physical_lines[-3] and "loss" in physical_lines[-3]  # the bar, then "Saved the model"
 
 
