@@ -95,19 +95,24 @@ def warmup_steps(total: int, args) -> int:
     return max(1, round(total * args.warmup))
 
 
-def thinc_optimizer(total: int, args):
-    schedule = registry.resolve(
-        {"s": {"@schedules": "warmup_linear.v1", "warmup_steps": warmup_steps(total, args), "total_steps": total,
-               "initial_rate": args.learn_rate}}
-    )["s"]
-    return Adam(schedule, L2=0.01, L2_is_weight_decay=True, grad_clip=1.0, use_averages=False)
+def thinc_optimizer(total: int, args, layer_decay: float = 1.0):
+    """Adam(W) on the shared budget; layer_decay < 1 is spacy_mlm.LayerDecayAdam.v2
+    (lower layers learn slower, as configs/*.cfg train)."""
+    schedule = {"@schedules": "warmup_linear.v1", "warmup_steps": warmup_steps(total, args), "total_steps": total,
+                "initial_rate": args.learn_rate}
+    if layer_decay != 1.0:
+        optimizer = {"@optimizers": "spacy_mlm.LayerDecayAdam.v2", "learn_rate": schedule, "layer_decay": layer_decay,
+                     "L2": 0.01, "L2_is_weight_decay": True, "grad_clip": 1.0}
+        return registry.resolve({"o": optimizer})["o"]
+    return Adam(registry.resolve({"s": schedule})["s"], L2=0.01, L2_is_weight_decay=True, grad_clip=1.0,
+                use_averages=False)
 
 
 def accuracy(predicted, gold) -> float:
     return float(numpy.mean([p == g for p, g in zip(predicted, gold)]))
 
 
-def train_spacy(nlp, make_doc, train_rows, labels, args, seed: int, after_initialize=None):
+def train_spacy(nlp, make_doc, train_rows, labels, args, seed: int, after_initialize=None, layer_decay: float = 1.0):
     """The one training loop of the two spaCy systems: `make_doc(a, b)` is how each
     turns a row (b is None for single texts) into a Doc. Returns (predict, train s),
     predict(rows) giving the top label of each row."""
@@ -118,7 +123,7 @@ def train_spacy(nlp, make_doc, train_rows, labels, args, seed: int, after_initia
     nlp.initialize(lambda: [example(r) for r in train_rows[:20]])
     if after_initialize is not None:
         after_initialize(nlp)
-    optimizer = thinc_optimizer(n_steps(train_rows, args), args)
+    optimizer = thinc_optimizer(n_steps(train_rows, args), args, layer_decay)
     start = time.time()
     for batch in batches(train_rows, args.batch_size, args.epochs, seed):
         nlp.update([example(r) for r in batch], sgd=optimizer, drop=args.dropout)
@@ -151,7 +156,8 @@ def run_ours(train_rows, labels, args, seed):
     def without_segment_ids(nlp):
         nlp.get_pipe("mlm_encoder").model.attrs["type_ids"] = False
 
-    return train_spacy(nlp, make_doc, train_rows, labels, args, seed, None if args.segment_ids else without_segment_ids)
+    return train_spacy(nlp, make_doc, train_rows, labels, args, seed,
+                       None if args.segment_ids else without_segment_ids, args.layer_decay)
 
 
 # -- (b) Hugging Face ---------------------------------------------------------------
@@ -324,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pooling", default=None, choices=["cls", "doc_mean", "pooler"],
                         help="our head's pooling (default: the component's)")
     parser.add_argument("--init-std", type=float, default=None, help="our head's init_std (default: the component's)")
+    parser.add_argument("--layer-decay", type=float, default=1.0,
+                        help="ours: layer-wise learning-rate decay (spacy_mlm.LayerDecayAdam.v2); 1.0 = plain Adam")
     parser.add_argument("--no-segment-ids", dest="segment_ids", action="store_false",
                         help="ours: encode pairs without segment ids (ablation)")
     parser.add_argument("--tasks", default="sst2,nli")
@@ -338,8 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv=None):
-    args = build_parser().parse_args(argv)
+def parse_args(argv=None, parser=None):
+    """The options of `parser` (default: build_parser(); other benches extend it) with
+    the defaults that depend on others filled in."""
+    args = (parser or build_parser()).parse_args(argv)
     args.model = args.model or default_model()
     if args.train_size is None:
         args.train_size = 160 if args.quick else 2000

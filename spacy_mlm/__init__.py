@@ -38,6 +38,7 @@ from .readers.wsd import read_wsd_corpus, sentence_doc  # noqa: E402
 # Tag schemes and scoring
 from .scoring.bootstrap import paired_bootstrap  # noqa: E402
 from .scoring.classes import correctness_counts  # noqa: E402
+from .scoring.regression import pearson, spearman  # noqa: E402
 from .scoring.entities import doc_entities, per_doc_counts, score_entities  # noqa: E402
 from .scoring.similarity import cosine_rows  # noqa: E402
 from .tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
@@ -67,7 +68,7 @@ __all__ = [
     "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "make_pair_doc",
     "select", "conll_documents_to_docs", "read_conll", "read_corpus", "read_nli", "read_pair_scores", "read_textcat",
     "read_wic_split", "target_span", "read_wsd_corpus", "sentence_doc",
-    "paired_bootstrap", "correctness_counts", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",
+    "paired_bootstrap", "correctness_counts", "pearson", "spearman", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",
     "make_tag_labels", "spans_to_tags", "tags_to_spans",
     "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
     "make_transform_chain", "labels_of", "mix_context", "pos_of", "threshold_evaluation", "wic_scores",
