@@ -4,6 +4,7 @@ User configs are filled from DEFAULT_CONFIG (so a config names only what it
 changes), checked for unknown settings (typos fail loudly instead of being
 ignored), then `--section.key value` overrides are applied as in `spacy train`.
 """
+import operator
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -120,4 +121,62 @@ def load_pretraining_config(
     except Exception as err:
         raise SpacyMlmError(f"invalid config or override: {err}") from None
     _fill(dict(config), dict(defaults), ())  # an override may have added an unknown key
+    check_values(config)
     return config
+
+
+# setting -> its kind and the bounds its value must keep
+INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
+LIMITS = {
+    "seed": (INT,), "max_length": (INT, ">= 4"), "batch_size": (INT, ">= 1"),
+    "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "max_time": (NUMBER, ">= 0"),
+    "eval_every": (INT, ">= 0"), "eval_sequences": (INT, ">= 0"), "checkpoint_every": (INT, ">= 0"),
+    "keep_checkpoints": (INT, ">= 0"), "log_every": (INT, ">= 1"), "next_sentence": (FLAG,), "device": (TEXT,),
+    "corpus.dev_fraction": (NUMBER, "> 0", "< 1"), "corpus.text_field": (TEXT,), "corpus.file_format": (TEXT,),
+    "corpus.sampling_alpha": (NUMBER, ">= 0"),
+    "masking.rate": (NUMBER, "> 0", "< 1"), "masking.mask_fraction": (NUMBER, ">= 0", "<= 1"),
+    "masking.random_fraction": (NUMBER, ">= 0", "<= 1"), "masking.replacement": (TEXT,), "masking.whole_word": (FLAG,),
+    "optimizer.learning_rate": (NUMBER, "> 0"), "optimizer.weight_decay": (NUMBER, ">= 0"),
+    "optimizer.beta1": (NUMBER, ">= 0", "< 1"), "optimizer.beta2": (NUMBER, ">= 0", "< 1"),
+    "optimizer.eps": (NUMBER, "> 0"), "optimizer.warmup_steps": (INT, ">= 0"), "optimizer.max_grad_norm": (NUMBER, "> 0"),
+    "scratch.tokenizer": (TEXT,), "scratch.vocab_size": (INT, ">= 10"), "scratch.lowercase": (FLAG,),
+    "scratch.architecture": (TEXT,), "scratch.hidden_size": (INT, ">= 1"), "scratch.num_layers": (INT, ">= 1"),
+    "scratch.num_heads": (INT, ">= 1"), "scratch.intermediate_size": (INT, ">= 1"), "scratch.dropout": (NUMBER, ">= 0", "< 1"),
+}
+KINDS = {INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
+         NUMBER: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+         FLAG: lambda v: isinstance(v, bool), TEXT: lambda v: isinstance(v, str)}
+BOUNDS = {">=": (operator.ge, "at least"), ">": (operator.gt, "above"), "<=": (operator.le, "at most"),
+          "<": (operator.lt, "below")}
+
+
+def check_values(config: Config) -> None:
+    """Each [pretraining] setting of the right kind and in its range, with a
+    SpacyMlmError naming the setting (a batch size of 0 or "x" would fail deep
+    in the loop, a max_steps of -1 train nothing and save the model unchanged)."""
+    section = config["pretraining"]
+    for name, (kind, *bounds) in LIMITS.items():
+        *parents, key = name.split(".")
+        value = section
+        for parent in parents:
+            value = value[parent]
+        value = value[key]
+        where = f"[pretraining{''.join('.' + p for p in parents)}] {key}"
+        if not KINDS[kind](value):
+            raise SpacyMlmError(f"{where} must be {kind}, got {value!r}")
+        parsed = [(BOUNDS[op], float(limit)) for op, limit in (bound.split() for bound in bounds)]
+        if not all(compare(value, limit) for (compare, _), limit in parsed):
+            wanted = " and ".join(f"{words} {limit:g}" for (_, words), limit in parsed)
+            raise SpacyMlmError(f"{where} must be {wanted}, got {value!r}")
+    masking = section["masking"]
+    if masking["mask_fraction"] + masking["random_fraction"] > 1:
+        raise SpacyMlmError(
+            "[pretraining.masking] mask_fraction + random_fraction must be at most 1 (the rest stays unchanged), "
+            f"got {masking['mask_fraction']} + {masking['random_fraction']}"
+        )
+    scratch = section["scratch"]
+    if not section["source"] and scratch["hidden_size"] % scratch["num_heads"]:
+        raise SpacyMlmError(
+            f"[pretraining.scratch] hidden_size {scratch['hidden_size']} is not a multiple of num_heads "
+            f"{scratch['num_heads']}"
+        )

@@ -22,7 +22,7 @@ from transformers import get_linear_schedule_with_warmup
 from ..errors import SpacyMlmError
 from ..models.hf import MaskedLM, build_scratch_mlm_model, load_mlm_model, load_tokenizer, max_positions, save_mlm_model
 from ..readers.corpus import read_corpus
-from ..util.io import atomic_write_text, remove_left_overs
+from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
 from ..util.progress import Progress
 from .checkpoint import (
     Resumed, latest_checkpoint, load_resumable, restore_rng_state, rng_state, run_differences, run_record,
@@ -104,7 +104,8 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed) -> MaskedLM:
     if dist.main and not (tokenizer_dir / "tokenizer.json").exists():
         texts = [seg for docs in train_docs.values() for doc in docs for seg in doc]
         trained = train_tokenizer(texts, scratch["tokenizer"], scratch["vocab_size"], scratch["lowercase"], cfg["max_length"])
-        trained.save_pretrained(str(tokenizer_dir))
+        with atomic_directory(tokenizer_dir) as tmp:  # killed mid-save, no half tokenizer is reused
+            trained.save_pretrained(str(tmp))
         logger.info("Trained a %s tokenizer (%d entries) on the corpus", scratch["tokenizer"], len(trained))
     dist.barrier()
     return build_scratch_mlm_model(

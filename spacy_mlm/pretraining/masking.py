@@ -9,6 +9,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..errors import SpacyMlmError
+
 IGNORE_INDEX = -100  # label of positions the loss skips (the torch/HF convention)
 
 
@@ -26,7 +28,7 @@ def unigram_distribution(counts: np.ndarray, special_ids: Sequence[int]) -> np.n
     probs[list(special_ids)] = 0.0
     total = probs.sum()
     if total <= 0:
-        raise ValueError("the corpus has no non-special tokens to estimate unigram probabilities from")
+        raise SpacyMlmError("the corpus has no non-special tokens to estimate unigram probabilities from")
     return probs / total
 
 

@@ -13,6 +13,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import SpacyMlmError
+
 Segment = Tuple[np.ndarray, np.ndarray]
 Pair = Tuple[Segment, Segment, int]
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face's next_sentence_label convention
@@ -79,7 +81,7 @@ def next_sentence_pairs(
     successor (IS_NEXT), else a random segment of a different document (NOT_NEXT)."""
     documents = [doc for doc in documents if len(doc)]
     if len(documents) < 2:
-        raise ValueError("next-sentence prediction needs a corpus of at least two documents")
+        raise SpacyMlmError("next-sentence prediction needs a corpus of at least two documents")
     sizes = np.array([len(doc) for doc in documents])
     pairs: List[Pair] = []
     for d, doc in enumerate(documents):
@@ -93,5 +95,5 @@ def next_sentence_pairs(
             a_fit, b_fit = truncate_pair(doc[j], b, capacity)
             pairs.append((a_fit, b_fit, label))
     if not pairs:
-        raise ValueError("next-sentence prediction needs documents with at least two segments (lines)")
+        raise SpacyMlmError("next-sentence prediction needs documents with at least two segments (lines)")
     return pairs

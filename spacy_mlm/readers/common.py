@@ -6,6 +6,7 @@ row in a 60k-line file can be found without a debugger."""
 import codecs
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -46,6 +47,10 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[Tuple[int, s
             yield number, text.rstrip("\r\n")
 
 
+# a \uD800-\uDFFF escape: JSON allows one alone, Unicode text does not
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def parse_json_line(path: PathLike, number: int, line: str) -> Dict[str, Any]:
     try:
         record = json.loads(line)
@@ -53,6 +58,14 @@ def parse_json_line(path: PathLike, number: int, line: str) -> Dict[str, Any]:
         raise DataFormatError(path, number, f"invalid JSON: {err.msg} (column {err.colno})") from None
     if not isinstance(record, dict):
         raise DataFormatError(path, number, f"expected a JSON object, got {type(record).__name__}")
+    if SURROGATE_ESCAPE.search(line):  # a pair (an emoji written as two escapes) is fine
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise DataFormatError(
+                path, number, f"holds a lone surrogate {err.object[err.start:err.end]!r} (a half of a \\u escape "
+                "pair), which is not text: spaCy's tokenizer would fail on it; fix or drop the line"
+            ) from None
     return record
 
 

@@ -63,3 +63,26 @@ def test_a_config_that_is_not_utf8_is_reported(tmp_path):
     path.write_bytes(b"[pretraining]\nseed = \xff\n")
     with pytest.raises(SpacyMlmError, match="cannot parse the config"):
         load_pretraining_config(path)
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("pretraining.batch_size", 0, r"\[pretraining\] batch_size must be at least 1, got 0"),
+    ("pretraining.batch_size", "x", r"\[pretraining\] batch_size must be an integer, got 'x'"),
+    ("pretraining.max_steps", -1, "max_steps must be at least 1"),
+    ("pretraining.grad_accumulation_steps", 0, "grad_accumulation_steps must be at least 1"),
+    ("pretraining.masking.rate", 1.5, r"\[pretraining.masking\] rate must be above 0 and below 1, got 1.5"),
+    ("pretraining.masking.rate", 0, "rate must be above 0"),
+    ("pretraining.masking.mask_fraction", 0.95, "mask_fraction \\+ random_fraction must be at most 1"),
+    ("pretraining.corpus.dev_fraction", 1.0, "dev_fraction must be above 0 and below 1"),
+    ("pretraining.next_sentence", 1, "next_sentence must be true or false, got 1"),
+    ("pretraining.optimizer.learning_rate", 0, "learning_rate must be above 0"),
+    ("pretraining.scratch.num_heads", 3, "hidden_size 256 is not a multiple of num_heads 3"),
+])
+def test_values_out_of_range_name_the_setting(setting, value, message):
+    with pytest.raises(SpacyMlmError, match=message):
+        load_pretraining_config(None, {setting: value})
+
+
+def test_the_scratch_head_count_is_not_checked_when_a_source_is_given():
+    config = load_pretraining_config(None, {"paths.source": "model", "pretraining.scratch.num_heads": 3})
+    assert config["pretraining"]["scratch"]["num_heads"] == 3

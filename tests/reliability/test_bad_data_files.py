@@ -43,6 +43,15 @@ CASES = {
     "textcat_bad_cats": ("a.jsonl", '{"text": "a", "cats": [1]}\n', read_textcat, 1, "cats"),
     "corpus_missing_field": ("a.jsonl", '{"text": "ok"}\n{"txt": "a"}\n', read_corpus, 2, "missing field 'text'"),
     "corpus_text_not_string": ("a.jsonl", '{"text": 5}\n', read_corpus, 1, "must be a string"),
+    "textcat_lone_surrogate": (
+        "a.jsonl", '{"text": "ok \\ud83d\\ude00", "label": "pos"}\n{"text": "good \\ud800", "label": "pos"}\n',
+        read_textcat, 2, "lone surrogate",
+    ),
+    "nli_lone_surrogate": (
+        "a.jsonl", GOOD_NLI + '{"premise": "\\udfff", "hypothesis": "b", "label": "entailment"}\n', read_nli, 2,
+        "lone surrogate",
+    ),
+    "corpus_lone_surrogate": ("a.jsonl", '{"text": "a \\uDABC b"}\n', read_corpus, 1, "lone surrogate"),
     "wic_bad_index": ("a.txt", "bank\tN\t1\tThe bank.\tA bank.\n", read_wic, 1, "index column"),
     "wic_index_out_of_range": ("a.txt", "bank\tN\t1-9\tThe bank.\tA bank.\n", read_wic, 1, "out of range"),
     "wic_columns": ("a.txt", "bank\tN\t1-1\tThe bank.\n", read_wic, 1, "columns"),
