@@ -155,13 +155,14 @@ def test_a_tokenizer_smaller_than_the_embedding_matrix_loads_with_a_warning_givi
     assert str(model_copy) in caplog.text
 
 
-def _write_own_code(d, config_file, marker):
+def _write_own_code(d, config_file, marker, **changes):
     """A directory whose config names classes in a module beside it that, if it
-    were ever imported, would leave `marker`."""
+    were ever imported, would leave `marker`. With a `model_type` transformers
+    does not know, it has no class of its own to fall back on, and asks."""
     (d / "own_code.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).touch()\n")
     classes = {"AutoConfig": "own_code.Config", "AutoModel": "own_code.Model", "AutoTokenizer": ["own_code.Tok", None]}
     config = json.loads((d / config_file).read_text())
-    (d / config_file).write_text(json.dumps({**config, "auto_map": classes}))
+    (d / config_file).write_text(json.dumps({**config, "auto_map": classes, **changes}))
 
 
 @pytest.mark.parametrize("config_file", ["config.json", "tokenizer_config.json"])
@@ -349,16 +350,19 @@ def test_code_in_a_model_directory_is_refused_at_once_with_stdin_open(tmp_path, 
     dirs = []
     for config_file in ("config.json", "tokenizer_config.json"):
         shutil.copytree(tiny_model_dir, tmp_path / config_file)
-        _write_own_code(tmp_path / config_file, config_file, marker)
+        _write_own_code(tmp_path / config_file, config_file, marker, model_type="own-model")
         dirs.append(tmp_path / config_file)
-    _write_own_code(pipeline_copy / "mlm_encoder" / "model", "config.json", marker)
-    proc = subprocess.Popen([sys.executable, "-c", LOADS_IN_A_CHILD, *map(str, dirs), str(pipeline_copy)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=180)
-    finally:
-        proc.kill()
-        proc.stdin.close()
+    _write_own_code(pipeline_copy / "mlm_encoder" / "model", "config.json", marker, model_type="own-model")
+    log = tmp_path / "child.log"
+    with log.open("w") as output:  # not communicate(): it would close stdin, and input() would get EOF at once
+        proc = subprocess.Popen([sys.executable, "-c", LOADS_IN_A_CHILD, *map(str, dirs), str(pipeline_copy)],
+                                stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, text=True)
+        try:
+            proc.wait(timeout=180)
+        finally:
+            proc.kill()
+            proc.stdin.close()
+    out = log.read_text()
     refused = [dirs[0] / "config.json", dirs[1] / "tokenizer_config.json",
                pipeline_copy / "mlm_encoder" / "model" / "config.json"]
     for path in refused:
