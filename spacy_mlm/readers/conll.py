@@ -124,7 +124,6 @@ def conll_documents_to_docs(vocab: Vocab, documents: Iterable[ConllDocument], n_
         for i in range(0, len(document.sentences), n_sents):
             group = document.sentences[i : i + n_sents]
             words = [w for s in group for w in s.words]
-            tags = [t for s in group for t in s.tags]
             sent_starts = [j == 0 for s in group for j in range(len(s.words))]
             doc = Doc(vocab, words=words, sent_starts=sent_starts)
             # Spans per sentence: an entity never crosses a sentence boundary.
