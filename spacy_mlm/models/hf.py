@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, SpacyMlmError
 from ..util.io import atomic_directory, recover_directory
 
 logger = logging.getLogger(__name__)
@@ -350,7 +350,7 @@ def freeze_backbone(model: PreTrainedModel, trainable_layers: int) -> None:
     """-1: everything trains; 0: nothing does; k: only the last k transformer layers."""
     layers = transformer_layers(model)
     if trainable_layers < -1 or trainable_layers > len(layers):
-        raise ValueError(f"trainable_layers must be -1 or between 0 and {len(layers)}, got {trainable_layers}")
+        raise SpacyMlmError(f"trainable_layers must be -1 or between 0 and {len(layers)}, got {trainable_layers}")
     if trainable_layers == -1:
         for param in model.parameters():
             param.requires_grad_(True)

@@ -19,7 +19,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 from spacy.tokens import Doc
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, SpacyMlmError
 from .pair import pair_char_split
 from .window import merge_owner, window_spans
 
@@ -58,6 +58,8 @@ class PieceTokenizer:
         at = single.index(sentinel)
         self.prefix = np.asarray(single[:at], dtype=np.int64)
         self.suffix = np.asarray(single[at + 1 :], dtype=np.int64)
+        if overlap < 0:
+            raise SpacyMlmError(f"overlap must be 0 or more pieces, got {overlap}")
         self.max_length = int(max_length)
         self.content_length = self.max_length - len(self.prefix) - len(self.suffix)
         if self.content_length <= 0:

@@ -210,3 +210,21 @@ def test_100k_token_doc_is_windowed_and_memory_bounded(tiny_model_dir):
     assert result["passes"] > 1
     # the output itself is 100k x 32 floats (12.8 MB); allow generous overhead
     assert result["peak_growth_mb"] < 400, result
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("overlap", -1, "overlap must be 0 or more pieces, got -1"),
+    ("trainable_layers", 7, "trainable_layers must be -1 or between 0 and 2, got 7"),
+    ("window", -5, "window of -5 leaves no room for text"),
+])
+def test_odd_encoder_settings_are_errors_that_name_them(tiny_model_dir, setting, value, message):
+    """They were ValueErrors from deep inside (the CLI reports those as internal errors)."""
+    import spacy
+
+    from spacy_mlm.errors import SpacyMlmError
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir), setting: value}})
+    with pytest.raises(SpacyMlmError, match=message):
+        nlp.initialize()
+        nlp("Anna Berg works in Oslo.")
