@@ -12,7 +12,7 @@ the model's limit is lost; only the windows holding a blank are run.
 """
 import re
 from pathlib import Path
-from typing import List, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -28,7 +28,11 @@ Candidates = List[Tuple[str, float]]
 
 
 class FillMask:
-    def __init__(self, model_dir: Union[str, Path]):
+    def __init__(self, model_dir: Union[str, Path], device: Optional[Union[str, torch.device]] = None):
+        """device: where the model runs; by default thinc's current device (the GPU
+        after `spacy.require_gpu()` or `--gpu-id`, else the CPU)."""
+        from thinc.api import get_torch_default_device
+
         from .models.hf import load_mlm_model, max_positions
         from .tokenization.tokenizer import PieceTokenizer
 
@@ -39,7 +43,8 @@ class FillMask:
             raise ModelLoadError(
                 self.model_dir, "has no MLM head, so its predictions would be random; pretrain it first (spacy_mlm pretrain)"
             )
-        self.model.eval()
+        self.device = torch.device(device) if device is not None else get_torch_default_device()
+        self.model.to(self.device).eval()
         self.pieces = PieceTokenizer(self.tokenizer, max_positions(self.model, self.tokenizer), OVERLAP)
         self._banned = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
         self._blank = re.compile(f"{BLANK.pattern}|{re.escape(self.tokenizer.mask_token)}")
@@ -84,8 +89,8 @@ class FillMask:
             out = self.model(**self._inputs([windows[w].input_ids for w in batch])).logits
             for row, w in enumerate(batch):
                 mine = np.flatnonzero(owner[blanks] == w)
-                rows = torch.from_numpy(position[blanks[mine]])
-                logits[torch.from_numpy(mine)] = out[row, rows, : logits.shape[1]].float()
+                rows = torch.from_numpy(position[blanks[mine]]).to(out.device)
+                logits[torch.from_numpy(mine)] = out[row, rows, : logits.shape[1]].float().cpu()
         logits[:, self._banned] = float("-inf")
         probs = logits.softmax(-1)
         top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
@@ -102,7 +107,7 @@ class FillMask:
         for i, row in enumerate(rows):
             input_ids[i, : len(row)] = torch.from_numpy(row)
             attention[i, : len(row)] = 1
-        return {"input_ids": input_ids, "attention_mask": attention}
+        return {"input_ids": input_ids.to(self.device), "attention_mask": attention.to(self.device)}
 
 
 def fill_mask(model_dir: Union[str, Path], text: str, top_k: int = 5) -> List[Candidates]:

@@ -41,3 +41,14 @@ def test_cli(pretrained_dir):
     assert lines[0] == "blank 1:" and len(lines) == 3 and float(lines[1].split()[-1]) > 0
     bad = CliRunner().invoke(app, ["fill-mask", str(pretrained_dir / "model"), "no blanks"])
     assert bad.exit_code == 1 and "no blank" in bad.output
+
+
+def test_fill_mask_runs_where_it_is_told(pretrained_dir, device):
+    """FillMask follows thinc's current device (the GPU after require_gpu / --gpu-id)
+    and an explicit device wins."""
+    from thinc.api import get_torch_default_device
+
+    model = FillMask(pretrained_dir / "model")
+    assert next(model.model.parameters()).device.type == get_torch_default_device().type
+    assert model("the ___ of the town")[0]
+    assert next(FillMask(pretrained_dir / "model", device="cpu").model.parameters()).device.type == "cpu"
