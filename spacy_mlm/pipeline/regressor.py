@@ -29,6 +29,7 @@ from thinc.api import Model
 from ..classification.losses import mean_squared_error, target_standardization
 from ..errors import SpacyMlmError
 from .classifier import DEFAULT_CLASSIFIER_MODEL
+from .pair_input import PairInputGuard
 from ..util.save import checked_from_disk
 
 # The head of mlm_textcat read as values, on the same listener (and pooling).
@@ -58,7 +59,7 @@ def make_mlm_regressor(nlp: Language, name: str, model: Model, scorer: Optional[
     return MLMRegressor(nlp.vocab, model, name, scorer=scorer)
 
 
-class MLMRegressor(TrainablePipe):
+class MLMRegressor(PairInputGuard, TrainablePipe):
     def __init__(self, vocab, model: Model, name: str = "mlm_regressor", *, scorer: Optional[Callable] = None):
         self.vocab = vocab
         self.model = model
@@ -127,6 +128,7 @@ class MLMRegressor(TrainablePipe):
         self.cfg["target_mean"], self.cfg["target_scale"] = target_standardization(columns)
         self.model.set_dim("nO", len(self.labels), force=True)
         sample = list(islice(get_examples(), 10))
+        self.record_pair_input(eg.predicted for eg in sample)
         self.model.initialize(X=[eg.reference for eg in sample])
 
     def from_disk(self, path, *, exclude=tuple()) -> "MLMRegressor":
@@ -140,7 +142,9 @@ class MLMRegressor(TrainablePipe):
 
     def predict(self, docs: Iterable[Doc]) -> numpy.ndarray:
         """(n_docs, n_targets) values in the training data's units, on the host."""
-        standardized = self.model.predict(list(docs))
+        docs = list(docs)
+        self.check_pair_input(docs)
+        standardized = self.model.predict(docs)
         mean, scale = self._scaling(standardized.device)
         return (standardized.float() * scale + mean).cpu().numpy()
 

@@ -97,3 +97,17 @@ def test_bad_targets_are_named(tiny_model_dir):
            Example.from_dict(nlp.make_doc("bad"), {"cats": {"y": float("nan")}})]
     with pytest.raises(SpacyMlmError, match=r"example 1 \('bad'\) has cats\['y'\] = nan"):
         nlp.initialize(lambda: egs)
+
+
+def test_a_pair_regressor_warns_once_on_single_texts(tiny_model_dir, caplog):
+    """Trained on pairs, given a single text: one warning naming the command that scores pairs."""
+    nlp = regressor_nlp(tiny_model_dir)
+    egs = [Example.from_dict(spacy_mlm.make_pair_doc(nlp, a, b), {"cats": {"y": y}})
+           for a, b, y in [("good", "good good", 1.0), ("bad", "good", 3.0), ("good bad", "bad", 2.0)]]
+    nlp.initialize(lambda: egs)
+    assert nlp.get_pipe("mlm_regressor").cfg["pair_input"] is True
+    with caplog.at_level("WARNING"):
+        nlp("good good bad")
+        nlp("bad good")
+    assert sum("trained on sentence pairs" in r.getMessage() for r in caplog.records) == 1
+    assert "spacy_mlm evaluate" in caplog.text
