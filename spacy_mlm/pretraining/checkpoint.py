@@ -154,8 +154,12 @@ def run_differences(saved: Dict[str, Any], current: Dict[str, Any]) -> List[str]
     """'setting: saved -> current' for each difference that changes the run
     (FREE_ON_RESUME ones do not), then the data that changed."""
     old, new = saved["settings"], current["settings"]
+
+    def show(value) -> str:  # 0.3, not 0.30000000000000004 as a config can hold it
+        return f"{value:.6g}" if isinstance(value, float) else json.dumps(value)
+
     lines = [
-        f"{key}: {json.dumps(old.get(key))} -> {json.dumps(new.get(key))}"
+        f"{key}: {show(old.get(key))} -> {show(new.get(key))}"
         for key in sorted(set(old) | set(new))
         if key not in FREE_ON_RESUME and old.get(key) != new.get(key)
     ]
