@@ -4,6 +4,7 @@ planted pickle payload) is skipped for the one before, what killed runs left
 behind is removed, and the CUDA random state is kept with the CPU one."""
 import logging
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -183,3 +184,19 @@ def test_a_checkpoint_from_before_cuda_states_restores_its_cpu_state(monkeypatch
         restore_rng_state(old_style, torch.device("cuda", 0))
     assert torch.equal(torch.rand(2), expected) and fake.set_calls == []
     assert "no CUDA random state" in caplog.text
+
+
+def test_a_scratch_tokenizer_killed_while_saved_leaves_none_to_reuse(tmp_path, monkeypatch, corpus_file):
+    """The next run would have taken a half-written OUTPUT/tokenizer/ for the trained one."""
+    from spacy_mlm.pretraining import loop
+
+    class DiesWhileSaving:
+        def save_pretrained(self, path):
+            (Path(path) / "tokenizer.json").write_text('{"half":')
+            raise KeyboardInterrupt  # as a kill would stop it
+
+    monkeypatch.setattr(loop, "train_tokenizer", lambda *args: DiesWhileSaving())
+    cfg = load_pretraining_config(None, {"paths.train": str(corpus_file)})["pretraining"]
+    with pytest.raises(KeyboardInterrupt):
+        loop.get_model(cfg, tmp_path, {"all": [["A line."]]}, loop.Distributed())
+    assert not (tmp_path / "tokenizer").exists() and not list(tmp_path.glob(".tokenizer.*"))
