@@ -309,6 +309,15 @@ def run_task(task, args, seeds, results):
         results[f"{task}_ours_train_speedup"] = round(min(peers) / results[f"{task}_ours_train_s"], 3)
     results[f"{task}_train_s_runs"] = {system: [round(t, 1) for t in runs] for system, runs in train_runs.items()}
     compare_with_best_peer(task, predictions, gold, results, args.bootstrap_samples)
+    return {"seeds": list(seeds), "gold": gold, "predictions": predictions}
+
+
+def write_json(path, data) -> None:
+    """Written beside and moved into place, so a killed run leaves no half file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf8")
+    os.replace(tmp, path)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -339,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="one seed (see --seeds)")
     parser.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2,3,4 (overrides --seed)")
     parser.add_argument("--bootstrap-samples", type=int, default=10000)
+    parser.add_argument("--predictions", default=None,
+                        help="write every system's predictions per seed (and the gold labels) to this JSON file")
     parser.add_argument(
         "--repeats", type=int, default=1,
         help="train every system this many times per seed, in turn; *_train_s is the mean over seeds of their median",
@@ -365,9 +376,11 @@ def main(argv=None):
           f"{args.epochs} epoch(s), batch {args.batch_size}, peak lr {args.learn_rate}, warmup {args.warmup:.0%}, "
           f"max length {args.max_length}; same budget for every system; seeds {args.seed_list}; "
           f"torch threads {torch.get_num_threads()}", flush=True)
-    results = {}
+    results, predictions = {}, {}
     for task in args.tasks.split(","):
-        run_task(task, args, args.seed_list, results)
+        predictions[task] = run_task(task, args, args.seed_list, results)
+    if args.predictions:
+        write_json(args.predictions, predictions)
     print(json.dumps(results))
 
 
