@@ -23,14 +23,15 @@ import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
+from spacy.util import ensure_path
 from spacy.training import Example, validate_examples, validate_get_examples
 from thinc.api import Model
 
 from ..classification.losses import mean_squared_error, target_standardization
-from ..errors import SpacyMlmError
+from ..errors import ModelLoadError, SpacyMlmError
 from .classifier import DEFAULT_CLASSIFIER_MODEL
 from .pair_input import PairInputGuard
-from ..util.save import checked_from_disk
+from ..util.save import check_outputs_fit, checked_from_disk
 
 # The head of mlm_textcat read as values, on the same listener (and pooling).
 DEFAULT_REGRESSION_MODEL = {
@@ -132,9 +133,20 @@ class MLMRegressor(PairInputGuard, TrainablePipe):
         self.model.initialize(X=[eg.reference for eg in sample])
 
     def from_disk(self, path, *, exclude=tuple()) -> "MLMRegressor":
-        """spaCy's loader, with errors that name a missing or truncated file."""
+        """spaCy's loader, with errors that name a missing or truncated file, and
+        checks that the saved targets fit the saved weights and standardization."""
         load = super().from_disk
-        return checked_from_disk(path, "mlm_regressor", lambda: load(path, exclude=exclude), exclude)
+        checked_from_disk(path, "mlm_regressor", lambda: load(path, exclude=exclude), exclude)
+        described = f"the targets {list(self.labels)}"
+        check_outputs_fit(path, self.model, len(self.labels), described, "targets")
+        for key in ("target_mean", "target_scale"):
+            if len(self.cfg.get(key, ())) != len(self.labels):
+                raise ModelLoadError(
+                    ensure_path(path) / "cfg",
+                    f"has {described} but {len(self.cfg.get(key, ()))} values in {key}: "
+                    "edited, or mixed from two saves",
+                )
+        return self
 
     def _scaling(self, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
         return (torch.tensor(self.cfg["target_mean"], dtype=torch.float32, device=device),

@@ -111,3 +111,26 @@ def test_a_pair_regressor_warns_once_on_single_texts(tiny_model_dir, caplog):
         nlp("bad good")
     assert sum("trained on sentence pairs" in r.getMessage() for r in caplog.records) == 1
     assert "spacy_mlm evaluate" in caplog.text
+
+
+@pytest.mark.parametrize("edit", ["target_added", "scale_dropped"])
+def test_a_saved_regressor_whose_targets_disagree_with_its_weights_fails_in_spacy_load(trained, tmp_path, edit):
+    """An edited or mixed cfg would load and then fail at the first nlp(text)
+    with a tensor-size error (a target added), or scale with a missing value."""
+    import srsly
+
+    from spacy_mlm.errors import ModelLoadError
+
+    trained.to_disk(tmp_path / "pipeline")
+    cfg_path = tmp_path / "pipeline" / "mlm_regressor" / "cfg"
+    cfg = srsly.read_json(cfg_path)
+    if edit == "target_added":
+        cfg["labels"] = cfg["labels"] + ["z"]
+        expected = r"has the targets \['y', 'z'\] but the weights score 1 targets"
+    else:
+        cfg["target_scale"] = []
+        expected = r"has the targets \['y'\] but 0 values in target_scale"
+    srsly.write_json(cfg_path, cfg)
+    with pytest.raises(ModelLoadError, match=expected) as info:
+        spacy.load(tmp_path / "pipeline")
+    assert info.value.path == str(cfg_path)
