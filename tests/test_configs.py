@@ -251,3 +251,39 @@ def test_spacy_assemble_builds_the_vectors_config_and_sources_trained_components
     assert [(e.start, e.end, e.label_) for e in assembled(text).ents] == [
         (e.start, e.end, e.label_) for e in reference(text).ents]
     assert (assembled(text)._.mlm_encoding.hidden == reference(text)._.mlm_encoding.hidden).all()
+
+
+@pytest.mark.parametrize("task", ["textcat", "nli"])
+def test_spacy_assemble_sources_a_trained_classifier(tiny_model_dir, tmp_path, task):
+    """A config that sources the encoder and the classifier of a saved textcat or
+    pair (NLI) pipeline assembles into one that scores as the saved one does,
+    pairs included (the pair-input flag travels with the sourced component)."""
+    from spacy.cli import app as spacy_app
+    from spacy.training import Example
+    from typer.testing import CliRunner
+
+    from spacy_mlm import classify_pair, make_pair_doc
+
+    trained = spacy.blank("en")
+    trained.add_pipe("mlm_encoder", name="encoder", config={"model": {"path": str(tiny_model_dir)}})
+    trained.add_pipe("mlm_textcat", name="classifier")
+    rows = [("A man sleeps .", "A person rests .", "yes"), ("A dog runs .", "A cat sleeps .", "no")]
+    make = (lambda a, b: trained.make_doc(f"{a} {b}")) if task == "textcat" else (
+        lambda a, b: make_pair_doc(trained, a, b))
+    trained.initialize(lambda: [Example.from_dict(make(a, b), {"cats": {"yes": float(y == "yes"), "no": float(y == "no")}})
+                                for a, b, y in rows])
+    trained.to_disk(tmp_path / "trained")
+    (tmp_path / "assemble.cfg").write_text(
+        '[paths]\ntrained = null\n\n[nlp]\nlang = "en"\npipeline = ["encoder","classifier"]\n\n[components]\n\n'
+        "[components.encoder]\nsource = ${paths.trained}\n\n[components.classifier]\nsource = ${paths.trained}\n",
+        encoding="utf8")
+    result = CliRunner().invoke(spacy_app, ["assemble", str(tmp_path / "assemble.cfg"), str(tmp_path / "assembled"),
+                                            "--paths.trained", str(tmp_path / "trained")])
+    assert result.exit_code == 0, result.output
+    assembled, reference = spacy.load(tmp_path / "assembled"), spacy.load(tmp_path / "trained")
+    assert assembled.get_pipe("classifier").cfg.get("pair_input") == (task == "nli")
+    if task == "textcat":
+        assert assembled("A boy climbs a tree .").cats == pytest.approx(reference("A boy climbs a tree .").cats)
+    else:
+        pair = ("A boy climbs a tree .", "A child climbs .")
+        assert classify_pair(assembled, *pair) == pytest.approx(classify_pair(reference, *pair))
