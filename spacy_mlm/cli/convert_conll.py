@@ -11,7 +11,7 @@ from .options import quiet_option
 def convert_conll_cli(
     input_path: Path = typer.Argument(..., help="CoNLL file (word first, entity tag in --tag-column)"),
     output_path: Path = typer.Argument(..., help="where to write the .spacy file"),
-    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc (never across -DOCSTART-)"),
+    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc, never across -DOCSTART-; 0 = one Doc per document"),
     tag_column: int = typer.Option(-1, "--tag-column", help="column of the entity tag (Python index)"),
     scheme: str = typer.Option("auto", help="auto (IOB1 or IOB2), IOB1, IOB2, BIOES or IO; strict schemes reject ill-formed tags"),
     lang: str = typer.Option("en", help="language of the vocab"),

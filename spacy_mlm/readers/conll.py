@@ -8,8 +8,10 @@ BIOES/BILUO or IO: all are read with the same lenient rule
 (`schemes.tags_to_spans`). ``scheme = "IOB2"`` (or ``"BIOES"``) instead demands a
 well-formed sequence and reports the first line that breaks it.
 
-Sentences of one document can be grouped into one Doc (`n_sents`), which gives
-the encoder cross-sentence context; groups never cross a ``-DOCSTART-``.
+Sentences of one document can be grouped into one Doc (`n_sents`; 0 = the
+whole document), which gives the encoder cross-sentence context; groups never
+cross a ``-DOCSTART-``, and sentence starts are set, so a pipeline trained on
+whole documents still knows where each sentence begins.
 """
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,12 +119,14 @@ def _check_sentence(path: Path, sentence: ConllSentence, scheme: str) -> None:
 
 
 def conll_documents_to_docs(vocab: Vocab, documents: Iterable[ConllDocument], n_sents: int = 1) -> Iterator[Doc]:
-    """spaCy Docs with entities and sentence starts, `n_sents` sentences each."""
-    if n_sents < 1:
-        raise SpacyMlmError(f"n_sents must be at least 1, got {n_sents}")
+    """spaCy Docs with entities and sentence starts, `n_sents` sentences each
+    (0: one Doc per document, so a model reads every sentence in its document)."""
+    if n_sents < 0:
+        raise SpacyMlmError(f"n_sents must be 0 (whole documents) or a number of sentences per Doc, got {n_sents}")
     for document in documents:
-        for i in range(0, len(document.sentences), n_sents):
-            group = document.sentences[i : i + n_sents]
+        size = n_sents or len(document.sentences)
+        for i in range(0, len(document.sentences), size):
+            group = document.sentences[i : i + size]
             words = [w for s in group for w in s.words]
             sent_starts = [j == 0 for s in group for j in range(len(s.words))]
             doc = Doc(vocab, words=words, sent_starts=sent_starts)
@@ -156,7 +160,7 @@ def conll_to_docbin(
     require_examples(path, len(documents), "sentences")
     docbin = DocBin(attrs=["ORTH", "SENT_START", "ENT_IOB", "ENT_TYPE"], store_user_data=False)
     n = 0
-    total = sum(-(-len(document.sentences) // n_sents) for document in documents)
+    total = sum(-(-len(document.sentences) // (n_sents or len(document.sentences))) for document in documents)
     docs = conll_documents_to_docs(vocab, documents, n_sents=n_sents)
     for doc in track(docs, total, f"convert {Path(path).name}", "docs", quiet=quiet):
         docbin.add(doc)
@@ -171,7 +175,8 @@ def create_conll_corpus_v1(
 ) -> Callable[[Language], Iterator[Example]]:
     """A corpus reader for `spacy train` straight from a CoNLL file (no
     conversion step): examples whose predicted side is the tokenised text and
-    whose reference holds the entities. `limit` > 0 keeps the first `limit` docs.
+    whose reference holds the entities. `n_sents` = 0 gives whole documents.
+    `limit` > 0 keeps the first `limit` docs.
     A file without sentences is a DataFormatError naming it."""
 
     def read(nlp: Language) -> Iterator[Example]:

@@ -53,3 +53,15 @@ def test_convert_reports_bad_line(tmp_path):
     result = CliRunner().invoke(app, ["convert-conll", str(data), str(tmp_path / "out.spacy")])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: ") and "bad.txt, line 2" in result.stderr
+
+
+def test_convert_whole_documents(tmp_path):
+    """`--n-sents 0`: one Doc per -DOCSTART- document, with its sentence starts."""
+    data = tmp_path / "docs.conll"
+    data.write_text("-DOCSTART- O\n\nAnna B-PER\nsings O\n\nOslo B-LOC\nsleeps O\n\n-DOCSTART- O\n\nPeter B-PER\n", encoding="utf8")
+    result = CliRunner().invoke(app, ["convert-conll", str(data), str(tmp_path / "docs.spacy"), "--n-sents", "0"])
+    assert result.exit_code == 0, result.output
+    assert "wrote 2 docs" in result.output
+    docs = list(DocBin().from_disk(tmp_path / "docs.spacy").get_docs(spacy.blank("en").vocab))
+    assert [[s.text for s in d.sents] for d in docs] == [["Anna sings", "Oslo sleeps"], ["Peter"]]
+    assert [[e.text for e in d.ents] for d in docs] == [["Anna", "Oslo"], ["Peter"]]

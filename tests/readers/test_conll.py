@@ -103,3 +103,37 @@ def test_docbin_conversion_and_corpus_reader(tmp_path):
     assert len(examples) == 3
     assert not examples[0].predicted.ents and len(examples[0].reference.ents) == 2
     assert examples[0].predicted.text == examples[0].reference.text
+
+
+def test_whole_documents_keep_boundaries_and_sentence_starts(tmp_path):
+    """n_sents = 0: one Doc per -DOCSTART- document, every sentence start set."""
+    vocab = spacy.blank("en").vocab
+    docs = list(conll_documents_to_docs(vocab, read_conll(write(tmp_path, IOB2)), n_sents=0))
+    assert [[t.text for t in d] for d in docs] == ["EU rejects German call Peter Blackburn".split(), ["BRUSSELS", "1996-08-22"]]
+    assert [t.is_sent_start for t in docs[0]] == [True, False, False, False, True, False]
+    assert [s.text for s in docs[1].sents] == ["BRUSSELS 1996-08-22"]
+    assert [(e.text, e.label_) for e in docs[0].ents] == [("EU", "ORG"), ("German", "MISC"), ("Peter Blackburn", "PER")]
+
+
+def test_whole_documents_without_docstart_are_one_doc(tmp_path):
+    text = "Peter I-PER\nmet O\n\nJane I-PER\nin O\nParis I-LOC\n\nAnna I-PER\n"
+    (doc,) = conll_documents_to_docs(spacy.blank("en").vocab, read_conll(write(tmp_path, text)), n_sents=0)
+    assert [s.text for s in doc.sents] == ["Peter met", "Jane in Paris", "Anna"]
+    assert [(e.text, e.label_) for e in doc.ents] == [("Peter", "PER"), ("Jane", "PER"), ("Paris", "LOC"), ("Anna", "PER")]
+
+
+def test_whole_documents_through_docbin_and_spacy_corpus(tmp_path):
+    """What `spacy train` reads from `convert-conll --n-sents 0`: whole documents with their sentence starts."""
+    from spacy.training import Corpus
+
+    out = tmp_path / "train.spacy"
+    assert conll_to_docbin(write(tmp_path, IOB2), out, n_sents=0) == 2
+    examples = list(Corpus(out)(spacy.blank("en")))
+    assert [len(list(eg.reference.sents)) for eg in examples] == [2, 1]
+    assert [len(eg.reference.ents) for eg in examples] == [3, 1]
+    assert len(list(create_conll_corpus_v1(write(tmp_path, IOB2), n_sents=0)(spacy.blank("en")))) == 2
+
+
+def test_negative_n_sents_is_refused(tmp_path):
+    with pytest.raises(SpacyMlmError, match="n_sents must be 0 \\(whole documents\\) or a number .* got -1"):
+        list(conll_documents_to_docs(spacy.blank("en").vocab, read_conll(write(tmp_path, IOB2)), n_sents=-1))
