@@ -23,3 +23,4 @@ from . import fit_transform, wic  # noqa: E402,F401
 from . import pretrain, fill_mask  # noqa: E402,F401
 from . import evaluate  # noqa: E402,F401
 from . import init_config, debug_data  # noqa: E402,F401
+from . import optimize  # noqa: E402,F401

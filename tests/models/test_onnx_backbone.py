@@ -134,3 +134,26 @@ def test_missing_extra_names_it(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", without_onnxruntime)
     with pytest.raises(SpacyMlmError, match=r"pip install spacy-mlm\[onnx\]"):
         encoder_nlp(tiny_model_dir, backend="onnx")
+
+
+def test_optimize_command_rewrites_a_v1_pipeline(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_mlm.cli import app
+
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", name="encoder", config={"model": {"path": str(tiny_model_dir), "mixed_precision": True}})
+    nlp.add_pipe("mlm_ner", name="ner")
+    nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in NER_DATA])
+    nlp.to_disk(tmp_path / "v1")
+    sample = tmp_path / "sample.txt"
+    sample.write_text("\n".join(TEXTS), encoding="utf8")
+    args = ["optimize", str(tmp_path / "v1"), str(tmp_path / "int8"), "--fp32-layer", "-1", "--sample", str(sample)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "agreement with" in result.output and "same_entities: 1.0000" in result.output
+    model = spacy.load(tmp_path / "int8").config["components"]["encoder"]["model"]
+    assert (model["@architectures"], model["precision"], model["fp32_layers"]) == ("spacy_mlm.HFEncoder.v2", "int8", [-1])
+    assert "mixed_precision" not in model
+    assert (tmp_path / "v1" / "config.cfg").read_text().count("HFEncoder.v1") == 1
