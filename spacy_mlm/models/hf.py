@@ -51,7 +51,9 @@ ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")
 
 @dataclass
 class MaskedLM:
-    """A `*ForMaskedLM` model and its tokenizer, as loaded or built.
+    """A `*ForMaskedLM` model and its tokenizer, as loaded or built; for
+    replaced-token detection the bare encoder that is its discriminator
+    (`load_discriminator`, `build_scratch_discriminator`).
 
     head_initialised: the MLM head is fresh (a scratch model, or a directory
         without one, such as the packaged MiniLM saved as a bare BertModel), so
@@ -243,6 +245,22 @@ def load_mlm_model(path: PathLike) -> MaskedLM:
     return MaskedLM(model, tokenizer, head_initialised, _read_pooler(path, model))
 
 
+def load_discriminator(path: PathLike) -> MaskedLM:
+    """The bare encoder of a local directory (AutoModel, an MLM head in the
+    weights ignored) to pretrain by replaced-token detection, with its pooler
+    taken out and kept aside as `load_mlm_model` keeps it: nothing in pretraining
+    trains a pooler, so it goes into the output unchanged (and DDP would refuse
+    a parameter that never gets a gradient)."""
+    model, tokenizer = load_backbone(path)
+    if tokenizer.mask_token_id is None:
+        raise ModelLoadError(path, "the tokenizer has no mask token, so its generator cannot be trained by masked-LM")
+    pooler = {}
+    if getattr(model, POOLER, None) is not None:
+        pooler = {f"{POOLER}.{name}": tensor.detach().clone() for name, tensor in model.pooler.state_dict().items()}
+        setattr(model, POOLER, None)
+    return MaskedLM(model, tokenizer, head_initialised=False, pooler=pooler)
+
+
 def _read_pooler(path: Path, model: PreTrainedModel) -> Dict[str, torch.Tensor]:
     """The pooler tensors of the directory's weights, named as in `model`'s state dict."""
     if (path / "model.safetensors").exists():
@@ -320,6 +338,16 @@ def build_scratch_mlm_model(tokenizer, architecture: str, **sizes) -> MaskedLM:
     embeddings) for `tokenizer`; `sizes` are `scratch_config`'s keywords."""
     model = AutoModelForMaskedLM.from_config(scratch_config(architecture, tokenizer, **sizes))
     return MaskedLM(model, tokenizer, head_initialised=True)
+
+
+def build_scratch_discriminator(tokenizer, architecture: str, **sizes) -> MaskedLM:
+    """A randomly initialised bare encoder without a pooler (nothing would train
+    it) for `tokenizer`: the discriminator of replaced-token detection from
+    scratch; `sizes` are `scratch_config`'s keywords."""
+    model = AutoModel.from_config(scratch_config(architecture, tokenizer, **sizes))
+    if getattr(model, POOLER, None) is not None:
+        setattr(model, POOLER, None)
+    return MaskedLM(model, tokenizer, head_initialised=False)
 
 
 def max_positions(model: PreTrainedModel, tokenizer) -> int:

@@ -21,7 +21,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import torch
 
@@ -86,14 +86,15 @@ class Resumed:
     run: Optional[Dict[str, Any]]  # None for checkpoints written before run.json existed
 
 
-def load_resumable(root: Path) -> Optional[Resumed]:
-    """The newest checkpoint under `root` whose training state, model and run
-    record all load (None if there is no checkpoint); a damaged newer one is
+def load_resumable(root: Path, load_model: Callable[[Path], MaskedLM] = load_mlm_model) -> Optional[Resumed]:
+    """The newest checkpoint under `root` whose training state, model (read by
+    `load_model`: the discriminator's loader for replaced-token detection) and
+    run record all load (None if there is no checkpoint); a damaged newer one is
     skipped with a warning. If none loads, a SpacyMlmError lists why."""
     failures = []
     for path in reversed(checkpoints(root)):
         try:
-            resumed = Resumed(path, load_training_state(path), load_mlm_model(path / "model"), _read_run(path))
+            resumed = Resumed(path, load_training_state(path), load_model(path / "model"), _read_run(path))
         except ModelLoadError as err:
             logger.warning("Checkpoint %s cannot be resumed from, skipping it: %s", path.name, err)
             failures.append(str(err))
@@ -142,18 +143,25 @@ def flat_settings(section: Dict[str, Any], prefix: str) -> Dict[str, Any]:
 
 
 def run_record(settings: Dict[str, Any], train_docs, dev_docs) -> Dict[str, Any]:
-    """What makes a run the run: its [pretraining] settings (interpolated) and
-    digests of the documents it trains and evaluates on."""
-    return {
-        "settings": flat_settings(dict(settings), "pretraining"),
-        "data": {"train": corpus_digest(train_docs), "dev": corpus_digest(dev_docs)},
-    }
+    """What makes a run the run: its [pretraining] settings (interpolated; the
+    [pretraining.rtd] ones only when the objective is rtd, since they change
+    nothing else) and digests of the documents it trains and evaluates on."""
+    flat = flat_settings(dict(settings), "pretraining")
+    if settings["objective"] != "rtd":
+        flat = {key: value for key, value in flat.items() if not key.startswith("pretraining.rtd.")}
+    return {"settings": flat, "data": {"train": corpus_digest(train_docs), "dev": corpus_digest(dev_docs)}}
 
 
 def run_differences(saved: Dict[str, Any], current: Dict[str, Any]) -> List[str]:
     """'setting: saved -> current' for each difference that changes the run
-    (FREE_ON_RESUME ones do not), then the data that changed."""
-    old, new = saved["settings"], current["settings"]
+    (FREE_ON_RESUME ones do not), then the data that changed. A setting that a
+    record written before it existed lacks (`objective`) counts as its default:
+    the run had the default's behaviour."""
+    from .config import load_pretraining_config
+
+    defaults = flat_settings(dict(load_pretraining_config(None)["pretraining"]), "pretraining")
+    old = {**{key: defaults[key] for key in set(current["settings"]) & set(defaults)}, **saved["settings"]}
+    new = current["settings"]
 
     def show(value) -> str:  # 0.3, not 0.30000000000000004 as a config can hold it
         return f"{value:.6g}" if isinstance(value, float) else json.dumps(value)
@@ -217,6 +225,10 @@ def write_history(output_dir: Path, history: List[Dict[str, Any]]) -> None:
         ("eval_loss", "held-out MLM loss", ax_loss),
         ("accuracy", "train masked accuracy", ax_acc),
         ("eval_accuracy", "held-out masked accuracy", ax_acc),
+        ("rtd_loss", "train replaced-token loss", ax_loss),
+        ("eval_rtd_loss", "held-out replaced-token loss", ax_loss),
+        ("rtd_accuracy", "train replaced-token accuracy", ax_acc),
+        ("eval_rtd_accuracy", "held-out replaced-token accuracy", ax_acc),
     ]:
         points = [(row["step"], row[key]) for row in history if key in row]
         if points:

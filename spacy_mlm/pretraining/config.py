@@ -34,7 +34,9 @@ eval_sequences = 256
 checkpoint_every = 200
 keep_checkpoints = 2
 log_every = 10
-# BERT's next-sentence prediction; off = RoBERTa-style packing across documents
+# mlm: BERT's masked-LM; rtd: ELECTRA's replaced-token detection (see [pretraining.rtd])
+objective = "mlm"
+# BERT's next-sentence prediction (mlm only); off = RoBERTa-style packing across documents
 next_sentence = false
 # auto = cuda when available, else cpu
 device = "auto"
@@ -57,6 +59,12 @@ random_fraction = 0.1
 # unigram (corpus frequencies) or uniform
 replacement = "unigram"
 whole_word = false
+
+[pretraining.rtd]
+# objective = "rtd": the generator has this share of the discriminator's attention heads (and width)
+generator_size = 0.25
+# weight of the discriminator's loss against the generator's masked-LM loss (ELECTRA: 50)
+discriminator_weight = 50.0
 
 [pretraining.optimizer]
 learning_rate = 0.0001
@@ -125,17 +133,20 @@ def load_pretraining_config(
     return config
 
 
+OBJECTIVES = ("mlm", "rtd")
 # setting -> its kind and the bounds its value must keep
 INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
 LIMITS = {
     "seed": (INT,), "max_length": (INT, ">= 4"), "batch_size": (INT, ">= 1"),
     "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "max_time": (NUMBER, ">= 0"),
     "eval_every": (INT, ">= 0"), "eval_sequences": (INT, ">= 0"), "checkpoint_every": (INT, ">= 0"),
-    "keep_checkpoints": (INT, ">= 0"), "log_every": (INT, ">= 1"), "next_sentence": (FLAG,), "device": (TEXT,),
+    "keep_checkpoints": (INT, ">= 0"), "log_every": (INT, ">= 1"), "objective": (TEXT,), "next_sentence": (FLAG,),
+    "device": (TEXT,),
     "corpus.dev_fraction": (NUMBER, "> 0", "< 1"), "corpus.text_field": (TEXT,), "corpus.file_format": (TEXT,),
     "corpus.sampling_alpha": (NUMBER, ">= 0"),
     "masking.rate": (NUMBER, "> 0", "< 1"), "masking.mask_fraction": (NUMBER, ">= 0", "<= 1"),
     "masking.random_fraction": (NUMBER, ">= 0", "<= 1"), "masking.replacement": (TEXT,), "masking.whole_word": (FLAG,),
+    "rtd.generator_size": (NUMBER, "> 0", "<= 1"), "rtd.discriminator_weight": (NUMBER, "> 0"),
     "optimizer.learning_rate": (NUMBER, "> 0"), "optimizer.weight_decay": (NUMBER, ">= 0"),
     "optimizer.beta1": (NUMBER, ">= 0", "< 1"), "optimizer.beta2": (NUMBER, ">= 0", "< 1"),
     "optimizer.eps": (NUMBER, "> 0"), "optimizer.warmup_steps": (INT, ">= 0"), "optimizer.max_grad_norm": (NUMBER, "> 0"),
@@ -168,6 +179,10 @@ def check_values(config: Config) -> None:
         if not all(compare(value, limit) for (compare, _), limit in parsed):
             wanted = " and ".join(f"{words} {limit:g}" for (_, words), limit in parsed)
             raise SpacyMlmError(f"{where} must be {wanted}, got {value!r}")
+    if section["objective"] not in OBJECTIVES:
+        raise SpacyMlmError(f"[pretraining] objective must be one of {', '.join(OBJECTIVES)}, got {section['objective']!r}")
+    if section["objective"] == "rtd" and section["next_sentence"]:
+        raise SpacyMlmError("[pretraining] next_sentence works with objective = \"mlm\" only (ELECTRA has no NSP)")
     masking = section["masking"]
     if masking["mask_fraction"] + masking["random_fraction"] > 1:
         raise SpacyMlmError(

@@ -4,7 +4,9 @@ Works the same in one process and under `torchrun` (PyTorch DDP; gloo on CPU,
 nccl on GPU). `batch_size` is the effective batch of an optimizer step; each
 process takes its rows of it and splits them into `grad_accumulation_steps`
 micro-batches. Losses are sums divided by the number of predictions in the whole
-effective batch, so the gradient is the same however the batch is split.
+effective batch, so the gradient is the same however the batch is split. The
+objective (`objective = "mlm"`: `objectives.PretrainingModel`; `"rtd"`:
+`rtd.ReplacedTokenDetection`) is the one thing that differs between the two.
 """
 import contextlib
 import logging
@@ -12,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -20,7 +22,10 @@ from thinc.api import Config
 from transformers import get_linear_schedule_with_warmup
 
 from ..errors import SpacyMlmError
-from ..models.hf import MaskedLM, build_scratch_mlm_model, load_mlm_model, load_tokenizer, max_positions, save_mlm_model
+from ..models.hf import (
+    MaskedLM, build_scratch_discriminator, build_scratch_mlm_model, load_discriminator, load_mlm_model, load_tokenizer,
+    max_positions, save_mlm_model,
+)
 from ..readers.corpus import read_corpus
 from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
 from ..util.progress import Progress
@@ -30,7 +35,8 @@ from .checkpoint import (
 )
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
 from .masking import MaskedBatch, unigram_distribution, uniform_distribution
-from .objectives import PretrainingModel, set_output_bias
+from .objectives import PretrainingModel, metrics, set_output_bias
+from .rtd import ReplacedTokenDetection, build_generator
 from .tokenizer import train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -93,12 +99,17 @@ def read_documents(corpus_cfg) -> Tuple[Dict[str, list], Dict[str, list]]:
     return train, dev
 
 
+def model_loader(cfg):
+    """How the model being pretrained loads: with its MLM head, or (rtd) as the bare discriminator."""
+    return load_discriminator if cfg["objective"] == "rtd" else load_mlm_model
+
+
 def get_model(cfg, output_dir: Path, train_docs, dist: Distributed) -> MaskedLM:
     """From `source`, else built from scratch with a tokenizer trained on the
     corpus (by the first process; the others load what it saved)."""
     torch.manual_seed(cfg["seed"])  # whatever is initialised here (a missing MLM head, a scratch model)
     if cfg["source"]:
-        return load_mlm_model(cfg["source"])
+        return model_loader(cfg)(cfg["source"])
     scratch = cfg["scratch"]
     tokenizer_dir = output_dir / "tokenizer"
     if dist.main and not (tokenizer_dir / "tokenizer.json").exists():
@@ -108,47 +119,64 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed) -> MaskedLM:
             trained.save_pretrained(str(tmp))
         logger.info("Trained a %s tokenizer (%d entries) on the corpus", scratch["tokenizer"], len(trained))
     dist.barrier()
-    return build_scratch_mlm_model(
+    build = build_scratch_discriminator if cfg["objective"] == "rtd" else build_scratch_mlm_model
+    return build(
         load_tokenizer(tokenizer_dir), scratch["architecture"], hidden_width=scratch["hidden_size"],
         depth=scratch["num_layers"], n_heads=scratch["num_heads"], intermediate_width=scratch["intermediate_size"],
         max_positions=cfg["max_length"], dropout=scratch["dropout"],
     )
 
 
-def to_inputs(batch: Batch, masked: MaskedBatch, device: torch.device) -> Dict[str, torch.Tensor]:
+def to_inputs(batch: Batch, masked: MaskedBatch, device: torch.device, noise: Optional[np.ndarray] = None
+              ) -> Dict[str, torch.Tensor]:
+    """The model's keyword arguments; `noise`: the objective's sampling noise (rtd), if any."""
     tensor = lambda x: None if x is None else torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
-    return {
+    inputs = {
         "input_ids": tensor(masked.input_ids),
         "labels": tensor(masked.labels),
         "attention_mask": tensor(batch.attention_mask),
         "token_type_ids": tensor(batch.token_type_ids),
         "nsp_labels": tensor(batch.nsp_labels),
     }
+    if noise is not None:
+        inputs["sample_noise"] = tensor(noise)
+    return inputs
 
 
-def evaluation_batches(examples, tokenizer, masking: MaskingSettings, size: int, limit: int):
-    """Held-out batches with masks fixed once, so every evaluation (and the
-    before/after comparison of a benchmark) scores the same predictions."""
+def n_positions(batch: Batch) -> int:
+    """Non-padding positions: what replaced-token detection scores."""
+    return int(batch.input_ids.size if batch.attention_mask is None else batch.attention_mask.sum())
+
+
+def evaluation_batches(examples, tokenizer, masking: MaskingSettings, size: int, limit: int, model):
+    """Held-out batches with masks (and the objective's sampling noise) fixed
+    once, so every evaluation (and the before/after comparison of a benchmark)
+    scores the same predictions."""
     rng = np.random.default_rng(EVAL_SEED)
     examples = examples[:limit]
     batches = []
     for i in range(0, len(examples), size):
         batch = collate(examples[i : i + size], tokenizer)
-        batches.append((batch, masking.apply(batch, rng)))
+        masked = masking.apply(batch, rng)
+        batches.append((batch, masked, model.sampling_noise(batch.input_ids.shape, rng)))
     return batches
 
 
 @torch.no_grad()
-def evaluate(model: PretrainingModel, batches, device: torch.device) -> Dict[str, float]:
+def evaluate(model, batches, device: torch.device) -> Dict[str, float]:
     was_training = model.training
     model.eval()
-    loss = correct = n = 0.0
-    for batch, masked in batches:
-        sums = model(**to_inputs(batch, masked, device))
-        loss, correct, n = loss + float(sums.mlm_loss), correct + float(sums.mlm_correct), n + sums.n_predicted
+    totals, n_pred, n_pairs, n_scored, sums = 0.0, 0, 0, 0, None
+    for batch, masked, noise in batches:
+        sums = model(**to_inputs(batch, masked, device, noise))
+        totals = totals + np.array(sums.totals())
+        n_pred, n_pairs, n_scored = n_pred + sums.n_predicted, n_pairs + sums.n_pairs, n_scored + n_positions(batch)
     model.train(was_training)
-    mean = loss / max(n, 1)
-    return {"eval_loss": mean, "eval_perplexity": float(np.exp(min(mean, 50.0))), "eval_accuracy": correct / max(n, 1)}
+    if sums is None:
+        return {}
+    row = metrics(totals, n_pred, n_pairs, n_scored, sums.nsp_loss is not None, sums.rtd_loss is not None, "eval_")
+    row["eval_perplexity"] = float(np.exp(min(row["eval_loss"], 50.0)))
+    return row
 
 
 def make_optimizer(model: torch.nn.Module, opt_cfg, max_steps: int):
@@ -203,7 +231,7 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     dist.barrier()
     if not resume and latest_checkpoint(ckpt_root) is not None:
         raise SpacyMlmError(f"{output_dir} already has checkpoints: pass --resume to continue, or use a new directory")
-    resumed = load_resumable(ckpt_root) if resume else None
+    resumed = load_resumable(ckpt_root, model_loader(cfg)) if resume else None
     if resume and resumed is None:
         logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
     train_docs, dev_docs = read_documents(cfg["corpus"])
@@ -223,9 +251,6 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
         raise SpacyMlmError(f"[pretraining.masking] replacement must be unigram or uniform, got {mask_cfg['replacement']!r}")
     unigram = unigram_distribution(counts, specials)
     replacement = unigram if mask_cfg["replacement"] == "unigram" else uniform_distribution(len(tokenizer), specials)
-    if mlm.head_initialised:
-        set_output_bias(mlm.model, unigram)
-        logger.info("MLM output bias initialised to the corpus log unigram frequencies")
     masking = MaskingSettings(
         tokenizer.mask_token_id, replacement, mask_cfg["rate"], mask_cfg["mask_fraction"],
         mask_cfg["random_fraction"], mask_cfg["whole_word"],
@@ -237,8 +262,26 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     dev_examples = [dev_stream.example(i) for i in range(min(dev_stream.epoch_size, cfg["eval_sequences"]))]
     if dist.main:
         logger.info("Training examples per epoch: %d (%s)", stream.epoch_size, stream.describe_shares())
-    model = PretrainingModel(mlm.model, next_sentence=nsp).to(device)  # moves mlm.model in place
+    model = objective_model(cfg, mlm, unigram).to(device)  # moves mlm.model in place
     return cfg, device, dist, model, mlm, stream, dev_examples, masking, resumed, run, changes
+
+
+def objective_model(cfg, mlm: MaskedLM, unigram: np.ndarray) -> torch.nn.Module:
+    """The objective around the model being pretrained. A fresh output layer
+    (a new MLM head, every RTD generator) starts at the corpus unigram
+    distribution; a resumed run then loads its own state over it."""
+    if cfg["objective"] == "rtd":
+        rtd = cfg["rtd"]
+        generator = build_generator(mlm.model, rtd["generator_size"], cfg["seed"])
+        set_output_bias(generator, unigram)
+        logger.info("Replaced-token detection: generator %d x %d (discriminator %d x %d), embeddings shared",
+                    generator.config.num_hidden_layers, generator.config.hidden_size,
+                    mlm.model.config.num_hidden_layers, mlm.model.config.hidden_size)
+        return ReplacedTokenDetection(mlm.model, generator, rtd["discriminator_weight"])
+    if mlm.head_initialised:
+        set_output_bias(mlm.model, unigram)
+        logger.info("MLM output bias initialised to the corpus log unigram frequencies")
+    return PretrainingModel(mlm.model, next_sentence=cfg["next_sentence"])
 
 
 def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = False, force: bool = False) -> Path:
@@ -256,15 +299,14 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
         raise SpacyMlmError(f"batch_size {batch_size} is not divisible by processes x accumulation ({dist.world} x {accum})")
     micro = batch_size // (dist.world * accum)
     optimizer, scheduler = make_optimizer(model, cfg["optimizer"], cfg["max_steps"])
-    eval_batches = evaluation_batches(dev_examples, tokenizer, masking, micro, cfg["eval_sequences"])
+    eval_batches = evaluation_batches(dev_examples, tokenizer, masking, micro, cfg["eval_sequences"], model)
     step, history = 0, []
     torch.manual_seed(cfg["seed"] + dist.rank)
     if resumed is not None:
         state = resumed.state
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
-        if model.nsp_head is not None:
-            model.nsp_head.load_state_dict(state["nsp_head"])
+        model.load_objective_state(state)
         if len(state["rng"]) == dist.world:  # else dropout noise simply starts afresh
             restore_rng_state(state["rng"][dist.rank], device)
         step, history = state["step"], state["history"]
@@ -284,8 +326,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
             rng = [rng_state(device)]
         if dist.main:
             state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng,
-                     "nsp_head": None if model.nsp_head is None else model.nsp_head.state_dict(),
-                     "step": step, "examples_seen": step * batch_size, "history": history}
+                     **model.objective_state(), "step": step, "examples_seen": step * batch_size, "history": history}
             save_checkpoint(output_dir / "checkpoints", step, mlm, state, cfg["keep_checkpoints"], run)
             write_history(output_dir, history)
         dist.barrier()
@@ -298,30 +339,32 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     while step < cfg["max_steps"] and not stop:
         global_batch = collate(stream.global_batch(step, batch_size), tokenizer)
         masked = masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
-        n_pred, n_pairs = int(masked.chosen.sum()), batch_size
-        totals = np.zeros(4)
+        noise = model.sampling_noise(masked.input_ids.shape, np.random.default_rng([cfg["seed"], step, 1]))
+        n_pred, n_pairs, n_scored = int(masked.chosen.sum()), batch_size, n_positions(global_batch)
+        totals = 0.0
         for k in range(accum):
             lo = (dist.rank * accum + k) * micro
             part = MaskedBatch(masked.input_ids[lo : lo + micro], masked.labels[lo : lo + micro], None)
             sync = k == accum - 1 or dist.world == 1
             with contextlib.nullcontext() if sync else net.no_sync():
-                sums = net(**to_inputs(global_batch.rows(lo, lo + micro), part, device))
+                sums = net(**to_inputs(global_batch.rows(lo, lo + micro), part, device,
+                                       None if noise is None else noise[lo : lo + micro]))
                 loss = sums.mlm_loss / n_pred
                 if sums.nsp_loss is not None:
                     loss = loss + sums.nsp_loss / n_pairs
+                if sums.rtd_loss is not None:
+                    loss = loss + model.discriminator_weight * sums.rtd_loss / n_scored
                 (loss * dist.world).backward()
-            nsp = (0.0, 0.0) if sums.nsp_loss is None else (float(sums.nsp_loss.detach()), float(sums.nsp_correct))
-            totals += [float(sums.mlm_loss.detach()), float(sums.mlm_correct), *nsp]
+            totals = totals + np.array(sums.totals())
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["optimizer"]["max_grad_norm"])
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
         out_of_time = cfg["max_time"] and time.time() - started > cfg["max_time"]
-        mlm_sum, correct, nsp_sum, nsp_correct, late = dist.sum(list(totals) + [float(bool(out_of_time))])
-        row = {"step": step, "loss": mlm_sum / n_pred, "accuracy": correct / n_pred, "lr": scheduler.get_last_lr()[0]}
-        if model.nsp_head is not None:
-            row.update(nsp_loss=nsp_sum / n_pairs, nsp_accuracy=nsp_correct / n_pairs)
+        *totals, late = dist.sum(list(totals) + [float(bool(out_of_time))])
+        row = {"step": step, **metrics(totals, n_pred, n_pairs, n_scored, sums.nsp_loss is not None,
+                                       sums.rtd_loss is not None), "lr": scheduler.get_last_lr()[0]}
         stop = late > 0
         if cfg["eval_every"] and (step % cfg["eval_every"] == 0 or step == cfg["max_steps"] or stop) and dist.main:
             row.update(evaluate(model, eval_batches, device))
@@ -335,8 +378,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     bar.close()
     final = output_dir / "model"
     if dist.main:
-        extra = [("nsp_head.safetensors", model.nsp_head.state_dict())] if model.nsp_head is not None else ()
-        save_mlm_model(mlm, final, extra)
+        save_mlm_model(mlm, final, model.output_files())
         write_history(output_dir, history)
         logger.info("Saved the model to %s", final)
     dist.barrier()

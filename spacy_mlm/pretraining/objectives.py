@@ -10,7 +10,7 @@ for the chosen positions: its keys and values still come from every position, so
 the result is the full layer's, at about 15% of its cost.
 """
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -21,9 +21,19 @@ from ..errors import ModelLoadError
 from .masking import IGNORE_INDEX
 
 
+# *ForMaskedLM models whose head is several children, in the order they run:
+# ELECTRA's generator (transform to the embedding width, then the tied decoder),
+# the replaced-token-detection generator of `rtd.py`.
+CHAINED_HEADS = {"electra": ("generator_predictions", "generator_lm_head")}
+
+
 def find_mlm_head(mlm_model: nn.Module) -> nn.Module:
     """The module mapping hidden states to vocabulary logits: the one child of a
-    `*ForMaskedLM` model besides the backbone (BERT `cls`, RoBERTa `lm_head`, ...)."""
+    `*ForMaskedLM` model besides the backbone (BERT `cls`, RoBERTa `lm_head`, ...),
+    or the children of CHAINED_HEADS run in turn."""
+    chain = CHAINED_HEADS.get(getattr(mlm_model.config, "model_type", None))
+    if chain:
+        return nn.Sequential(*(getattr(mlm_model, name) for name in chain))
     backbone_name = mlm_model.base_model_prefix
     heads = [
         (name, module)
@@ -68,7 +78,10 @@ class NextSentenceHead(nn.Module):
 @dataclass
 class ObjectiveSums:
     """Sums, not means: the loop divides by counts over the whole (possibly
-    distributed, accumulated) batch, so every split gives the same gradient."""
+    distributed, accumulated) batch, so every split gives the same gradient.
+    The rtd_* sums are the replaced-token-detection discriminator's, over every
+    non-padding position (`rtd.py`); `mlm_logits` (detached) are the head's
+    logits at the chosen positions in row-major order, what its generator samples from."""
 
     mlm_loss: torch.Tensor
     mlm_correct: torch.Tensor
@@ -76,12 +89,40 @@ class ObjectiveSums:
     nsp_loss: Optional[torch.Tensor] = None
     nsp_correct: Optional[torch.Tensor] = None
     n_pairs: int = 0
+    rtd_loss: Optional[torch.Tensor] = None
+    rtd_correct: Optional[torch.Tensor] = None
+    rtd_replaced: Optional[torch.Tensor] = None
+    mlm_logits: Optional[torch.Tensor] = None
+
+    def totals(self) -> List[float]:
+        """The summed statistics as floats, in the order of SUMMED (0 for an objective not run)."""
+        return [0.0 if getattr(self, name) is None else float(getattr(self, name).detach()) for name in SUMMED]
 
 
-def masked_lm_sums(selected: torch.Tensor, targets: torch.Tensor, head: nn.Module):
-    """(summed NLL, number correct, number predicted) of the head run on the
-    hidden states of the chosen positions only (`selected`: (n, width))."""
-    logits = head(selected)
+# what the loop adds up over micro-batches and processes
+SUMMED = ("mlm_loss", "mlm_correct", "nsp_loss", "nsp_correct", "rtd_loss", "rtd_correct", "rtd_replaced")
+
+
+def metrics(totals: Sequence[float], n_predicted: int, n_pairs: int, n_positions: int, nsp: bool, rtd: bool,
+            prefix: str = "") -> Dict[str, float]:
+    """The logged means of SUMMED totals: masked-LM loss and accuracy per chosen
+    position, NSP per pair, replaced-token detection (loss, accuracy, share of
+    positions replaced) per non-padding position."""
+    sums = {name: float(total) for name, total in zip(SUMMED, totals)}  # plain floats: the history is checkpointed
+    row = {f"{prefix}loss": sums["mlm_loss"] / max(n_predicted, 1),
+           f"{prefix}accuracy": sums["mlm_correct"] / max(n_predicted, 1)}
+    if nsp:
+        row.update({f"{prefix}nsp_loss": sums["nsp_loss"] / n_pairs, f"{prefix}nsp_accuracy": sums["nsp_correct"] / n_pairs})
+    if rtd:
+        row.update({f"{prefix}rtd_loss": sums["rtd_loss"] / n_positions,
+                    f"{prefix}rtd_accuracy": sums["rtd_correct"] / n_positions,
+                    f"{prefix}replaced": sums["rtd_replaced"] / n_positions})
+    return row
+
+
+def masked_lm_sums(logits: torch.Tensor, targets: torch.Tensor):
+    """(summed NLL, number correct, number predicted) of the head's logits at
+    the chosen positions only (`logits`: (n, vocab))."""
     loss = F.cross_entropy(logits.float(), targets, reduction="sum")
     correct = (logits.detach().argmax(-1) == targets).sum()
     return loss, correct, int(targets.numel())
@@ -131,15 +172,21 @@ def top_layer_at(layer: nn.Module, hidden: torch.Tensor, additive_mask: Optional
     return layer.output(layer.intermediate(attended), attended)[valid]
 
 
+def uses_segments(config) -> bool:
+    """Whether the model has segment (token type) embeddings to feed."""
+    return (getattr(config, "type_vocab_size", 0) or 0) > 1
+
+
 class PretrainingModel(nn.Module):
+    """Masked-LM (optionally with NSP) on a `*ForMaskedLM` model; also the
+    generator inside replaced-token detection (`rtd.ReplacedTokenDetection`)."""
+
     def __init__(self, mlm_model: nn.Module, next_sentence: bool = False):
         super().__init__()
         self.mlm_model = mlm_model
         self.nsp_head = NextSentenceHead(mlm_model.config.hidden_size) if next_sentence else None
-        self._head_name = next(
-            name for name, module in mlm_model.named_children() if module is find_mlm_head(mlm_model)
-        )
-        self._types = (getattr(mlm_model.config, "type_vocab_size", 0) or 0) > 1
+        find_mlm_head(mlm_model)  # refuse an unsupported head now, not at the first step
+        self._types = uses_segments(mlm_model.config)
         self._sparse = supports_sparse_top_layer(self.backbone)
 
     @property
@@ -148,7 +195,23 @@ class PretrainingModel(nn.Module):
 
     @property
     def head(self) -> nn.Module:
-        return getattr(self.mlm_model, self._head_name)
+        return find_mlm_head(self.mlm_model)
+
+    def sampling_noise(self, shape: Tuple[int, int], rng: np.random.Generator) -> None:
+        """Masked-LM draws nothing beyond the masks (see `rtd.ReplacedTokenDetection`)."""
+        return None
+
+    def objective_state(self) -> Dict[str, Optional[Dict[str, torch.Tensor]]]:
+        """What a checkpoint needs beyond the saved HF model to resume."""
+        return {"nsp_head": None if self.nsp_head is None else self.nsp_head.state_dict()}
+
+    def load_objective_state(self, state: Dict[str, object]) -> None:
+        if self.nsp_head is not None:
+            self.nsp_head.load_state_dict(state["nsp_head"])
+
+    def output_files(self) -> List[Tuple[str, Dict[str, torch.Tensor]]]:
+        """(file name, tensors) saved beside the final model: the NSP head when there is one."""
+        return [] if self.nsp_head is None else [("nsp_head.safetensors", self.nsp_head.state_dict())]
 
     def forward(
         self,
@@ -165,6 +228,8 @@ class PretrainingModel(nn.Module):
             backbone = self.backbone
             mask = None if attention_mask is None else backbone.get_extended_attention_mask(attention_mask, input_ids.shape)
             hidden = backbone.embeddings(input_ids=input_ids, token_type_ids=types)
+            if getattr(backbone, "embeddings_project", None) is not None:  # ELECTRA: embedding width -> hidden width
+                hidden = backbone.embeddings_project(hidden)
             layers = backbone.encoder.layer
             for layer in layers[:-1]:
                 hidden = layer(hidden, attention_mask=mask)[0]
@@ -172,8 +237,9 @@ class PretrainingModel(nn.Module):
         else:
             hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types).last_hidden_state
             selected = hidden[chosen]
-        loss, correct, n = masked_lm_sums(selected, targets, self.head)
-        sums = ObjectiveSums(loss, correct, n)
+        logits = self.head(selected)
+        loss, correct, n = masked_lm_sums(logits, targets)
+        sums = ObjectiveSums(loss, correct, n, mlm_logits=logits.detach())
         if self.nsp_head is not None and nsp_labels is not None:
             nsp_logits = self.nsp_head(hidden[:, 0])
             sums.nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum")
