@@ -16,6 +16,8 @@ whole dev set. The paired bootstrap resamples dev sentences.
 
     python bench/ner_conll.py            # ~35 min on a 2-core CPU
     python bench/ner_conll.py --quick    # a couple of minutes
+    python bench/ner_conll.py --context --quick   # document context (issue 18): CRF on
+                                                  # sentences vs whole documents
 
 Last line: one JSON object with the figures.
 """
@@ -225,6 +227,125 @@ def speedup(results, name):
     return min(peers) / results[name]["train_s"]
 
 
+# -- document context (issue 18): sentence-level vs whole-document mlm_ner, CRF ----------
+
+
+def load_documents(path, vocab, n_sents=0, seed=0):
+    """Whole documents (seeded order) until at least `n_sents` sentences (0 = all),
+    as (document Docs, their sentences as Docs in the same order)."""
+    documents = read_conll(path)
+    random.Random(seed).shuffle(documents)
+    if n_sents:
+        kept, total = [], 0
+        while total < n_sents and len(kept) < len(documents):
+            kept.append(documents[len(kept)])
+            total += len(kept[-1].sentences)
+        documents = kept
+    return (list(conll_documents_to_docs(vocab, documents, n_sents=0)),
+            list(conll_documents_to_docs(vocab, documents, n_sents=1)))
+
+
+def word_batches(lengths, words_per_batch, epochs, seed):
+    """Shuffled index batches of about `words_per_batch` words (a longer item goes alone),
+    so that documents get about as many steps as sentences in batches of a fixed count."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(epochs):
+        order = list(range(len(lengths)))
+        rng.shuffle(order)
+        batch, words = [], 0
+        for i in order:
+            if batch and words + lengths[i] > words_per_batch:
+                out.append(batch)
+                batch, words = [], 0
+            batch.append(i)
+            words += lengths[i]
+        if batch:
+            out.append(batch)
+    return out
+
+
+def sentence_entities(doc_preds, sentence_docs_by_doc):
+    """Per-sentence entities from whole-document predictions, in sentence offsets (an
+    entity crossing a sentence start stays with the sentence it starts in, clipped to it)."""
+    out = []
+    for ents, sentences in zip(doc_preds, sentence_docs_by_doc):
+        offset = 0
+        for sentence in sentences:
+            end = offset + len(sentence)
+            out.append([(s - offset, min(e, end) - offset, label) for s, e, label in ents if offset <= s < end])
+            offset = end
+    return out
+
+
+def run_context(args, model_path):
+    """Trains `sentence` (one sentence per Doc) and `context` (whole documents through the
+    encoder's windows) mlm_ner with the CRF on the same training sentences, epochs and
+    optimizer; scores both per dev sentence; paired bootstrap context vs sentence."""
+    import spacy
+    from spacy.util import fix_random_seed
+
+    vocab = spacy.blank("en").vocab
+    train_docs, train_sents = load_documents(args.train, vocab, args.n_train, args.seed)
+    dev_docs, dev_sents = load_documents(args.dev, vocab, args.n_dev, args.seed)
+    sents_by_doc, i = [], 0
+    for doc in dev_docs:
+        n = len(list(doc.sents))
+        sents_by_doc.append(dev_sents[i : i + n])
+        i += n
+    gold = [doc_entities(d) for d in dev_sents]
+    n_dev_words = sum(len(d) for d in dev_sents)
+    sentence_order = batches(len(train_sents), args.batch_size, args.epochs, args.seed)
+    mean_words = sum(len(d) for d in train_sents) / len(train_sents)
+    context_order = word_batches([len(d) for d in train_docs], args.batch_size * mean_words, args.epochs, args.seed)
+    print(
+        f"budget: {len(train_sents)} train sentences in {len(train_docs)} documents, {args.epochs} epoch(s); "
+        f"sentence: {len(sentence_order)} steps of {args.batch_size} sentences; context: {len(context_order)} steps "
+        f"of about {args.batch_size * mean_words:.0f} words; dev: {len(dev_sents)} sentences in {len(dev_docs)} "
+        f"documents / {n_dev_words} words; peak lr {args.lr}; torch threads {torch.get_num_threads()}",
+        flush=True,
+    )
+    results = {}
+    for name in args.systems.split(","):
+        if name not in ("sentence", "context"):
+            raise SystemExit(f"unknown system {name!r} with --context: sentence, context")
+        print(f"== {name}", flush=True)
+        fix_random_seed(args.seed)
+        nlp = build_ours(model_path, True)
+        if name == "sentence":
+            train_s = train_spacy(nlp, train_sents, sentence_order, args)
+            preds, infer_s = predict_spacy(nlp, dev_sents)
+        else:
+            train_s = train_spacy(nlp, train_docs, context_order, args)
+            doc_preds, infer_s = predict_spacy(nlp, dev_docs)
+            preds = sentence_entities(doc_preds, sents_by_doc)
+        scores = score_entities(gold, preds)
+        results[name] = {"f1": scores["ents_f"], "train_s": train_s, "wps": n_dev_words / infer_s,
+                         "counts": per_doc_counts(gold, preds)}
+        print(f"   {name}: dev F1 {100 * scores['ents_f']:.2f}, train {train_s:.0f}s, "
+              f"inference {n_dev_words / infer_s:.0f} words/s", flush=True)
+    summary = {
+        "sentence_f1": results.get("sentence", {}).get("f1"),
+        "context_f1": results.get("context", {}).get("f1"),
+        "delta": None,
+        "p_value": None,
+        "sentence_train_s": results.get("sentence", {}).get("train_s"),
+        "context_train_s": results.get("context", {}).get("train_s"),
+        "sentence_wps": results.get("sentence", {}).get("wps"),
+        "context_wps": results.get("context", {}).get("wps"),
+        "n_train": len(train_sents),
+        "n_dev": len(dev_sents),
+        "epochs": args.epochs,
+    }
+    if len(results) == 2:
+        test = paired_bootstrap(results["context"]["counts"], results["sentence"]["counts"],
+                                n_samples=args.n_samples, seed=args.seed)
+        print(f"paired bootstrap context vs sentence: delta F1 {100 * test.delta:+.2f} "
+              f"(95% CI {100 * test.ci_low:+.2f} .. {100 * test.ci_high:+.2f}), p = {test.p_value:.4f}")
+        summary.update(delta=test.delta, p_value=test.p_value)
+    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", default=str(ROOT / "../shared/data/conll2003/train.txt"))
@@ -246,11 +367,20 @@ def main():
         "--threads", type=int, default=1, help="torch threads (1: on a shared, loaded CPU more threads spin and run slower)"
     )
     parser.add_argument("--quick", action="store_true", help="tiny budget: 300 train / 300 dev sentences")
+    parser.add_argument(
+        "--context", action="store_true",
+        help="document context instead: systems sentence,context (mlm_ner + CRF on sentences vs whole documents; "
+             "whole documents sampled for --n-train / --n-dev sentences)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.n_train, args.n_dev, args.n_samples = 300, 300, 200
     model_path = args.model or minilm_path()
     torch.set_num_threads(args.threads)
+    if args.context:
+        if args.systems == parser.get_default("systems"):
+            args.systems = "sentence,context"
+        return run_context(args, model_path)
     systems = args.systems.split(",")
 
     import spacy
