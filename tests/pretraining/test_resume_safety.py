@@ -50,6 +50,7 @@ CHANGES = {
     "sequence_length": ({"pretraining.max_length": 24}, "pretraining.max_length: 32 -> 24"),
     "learning_rate": ({"pretraining.optimizer.learning_rate": 0.01}, "pretraining.optimizer.learning_rate"),
     "next_sentence": ({"pretraining.next_sentence": True}, "pretraining.next_sentence: false -> true"),
+    "objective": ({"pretraining.objective": "rtd"}, "pretraining.objective: \"mlm\" -> \"rtd\""),
 }
 
 
