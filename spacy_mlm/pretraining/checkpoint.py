@@ -3,7 +3,8 @@
 Each checkpoint is a new directory `checkpoints/step-NNNNNNNN/` written through
 `atomic_directory`, so it either exists complete or not at all. It holds an HF
 model directory (`model/`, usable on its own), `training_state.pt`: optimizer,
-scheduler, RNG states (CPU, and CUDA where the run is on a GPU), NSP head, the
+scheduler, RNG states (CPU, and CUDA where the run is on a GPU), the objective's own
+parts (NSP head; replaced-token detection's generator and head), the
 step (which fixes the data position, see `data.ExampleStream`) and history, all
 tensors and plain values, so that resuming loads it with
 `torch.load(weights_only=True)`, which builds no other objects and so runs no

