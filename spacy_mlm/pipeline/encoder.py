@@ -20,6 +20,7 @@ from ..models.onnx_backbone import ONNX_FILE, OnnxBackbone
 from ..models.encoder import _set_backbone, get_hf_model, set_inference_graph, to_doc_encodings
 from ..models.encoding import ENCODING_ATTR, DocEncoding, install_encoding_extension
 from ..errors import ModelLoadError
+from ..tokenization.context import check_context, install_context_extension
 from ..tokenization.pair import install_pair_extension
 from ..util.io import atomic_write_text, directory_from_bytes, directory_to_bytes
 
@@ -42,22 +43,32 @@ DEFAULT_ENCODER_CONFIG = Config().from_str(DEFAULT_ENCODER_MODEL)
 @Language.factory(
     "mlm_encoder",
     assigns=[f"doc._.{ENCODING_ATTR}"],
-    default_config={"model": DEFAULT_ENCODER_CONFIG["model"]},
+    default_config={"model": DEFAULT_ENCODER_CONFIG["model"], "context": "none", "context_pieces": 64},
 )
-def make_mlm_encoder(nlp: Language, name: str, model: Model) -> "MLMEncoder":
+def make_mlm_encoder(nlp: Language, name: str, model: Model, context: str, context_pieces: int) -> "MLMEncoder":
     """A transformer encoder (BERT, RoBERTa, XLM-R, DistilBERT...) shared by the
     components that listen to it. `model.path` names a local Hugging Face directory.
-    Weights load in `nlp.initialize()`, or from the saved pipeline in `spacy.load`."""
+    Weights load in `nlp.initialize()`, or from the saved pipeline in `spacy.load`.
+
+    context: "none" reads each Doc on its own; "document" reads each sentence of a
+        Doc (`token.is_sent_start`) in a window of its own with up to
+        `context_pieces` pieces of its document on either side: the Doc's other
+        sentences and `doc._.mlm_context` (see `tokenization/context.py`); vectors
+        are only ever taken for the Doc's own pieces."""
     install_encoding_extension()
     install_pair_extension()
-    return MLMEncoder(nlp.vocab, model, name=name)
+    install_context_extension()
+    return MLMEncoder(nlp.vocab, model, name=name, context=context, context_pieces=context_pieces)
 
 
 class MLMEncoder(TrainablePipe):
-    def __init__(self, vocab, model: Model, name: str = "mlm_encoder"):
+    def __init__(self, vocab, model: Model, name: str = "mlm_encoder", *, context: str = "none",
+                 context_pieces: int = 64):
+        check_context(context, context_pieces)
         self.vocab = vocab
         self.model = model
         self.name = name
+        self.context, self.context_pieces = context, context_pieces
         self.listener_map: Dict[str, List[EncoderListener]] = {}
         self.cfg: Dict = {}
         # An update whose gradient has not come back from the listeners yet, and
@@ -80,6 +91,12 @@ class MLMEncoder(TrainablePipe):
             self.listener_map[component_name].append(listener)
         if self.model.has_dim("nO"):
             listener.set_width(self.model.get_dim("nO"))
+
+    def _loaded(self) -> None:
+        """Once the transformer is in: the tokenizer reads in this component's
+        context, and the listeners take the width."""
+        self.model.attrs["tokenizer"].set_context(self.context, self.context_pieces)
+        self._tell_listeners_the_width()
 
     def _tell_listeners_the_width(self) -> None:
         """Listeners take the loaded encoder's width, so no config has to state it."""
@@ -174,7 +191,7 @@ class MLMEncoder(TrainablePipe):
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
         validate_get_examples(get_examples, "MLMEncoder.initialize")
         self.model.initialize()
-        self._tell_listeners_the_width()
+        self._loaded()
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError(f"the '{self.name}' component has no labels")
@@ -210,7 +227,7 @@ class MLMEncoder(TrainablePipe):
         graph_path = path / ONNX_FILE
         saved = OnnxBackbone.load(graph_path) if self.model.attrs["backend"] == "onnx" and graph_path.exists() else None
         set_inference_graph(self.model, saved)
-        self._tell_listeners_the_width()
+        self._loaded()
         return self
 
     def to_bytes(self, *, exclude=tuple()) -> bytes:

@@ -6,6 +6,11 @@ are tokenized without special tokens, cut into windows (see `window.py`) and eac
 window wrapped in the model's own special-token template; pairs use the
 tokenizer's pair template with segment ids.
 
+With `context = "document"` each sentence of a Doc gets a window of its own
+with up to `context_pieces` pieces of the document around it (`context.py`:
+the Doc's other sentences and `doc._.mlm_context`), built by `context_windows`;
+the Doc's own pieces, offsets and alignment are the same as without context.
+
 Text is data: a "[SEP]", "[MASK]" or "<s>" written in a text is split into
 pieces like any other characters (`split_special_tokens=True`), so the only
 special tokens the model sees are the ones the templates put there. Left to
@@ -20,8 +25,9 @@ import numpy as np
 from spacy.tokens import Doc
 
 from ..errors import ModelLoadError, SpacyMlmError
+from .context import check_context, doc_context, sentence_starts
 from .pair import pair_char_split
-from .window import merge_owner, window_spans
+from .window import context_windows, merge_owner, window_spans
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +51,7 @@ class Window:
 
 
 class PieceTokenizer:
-    def __init__(self, hf_tokenizer, max_length: int, overlap: int):
+    def __init__(self, hf_tokenizer, max_length: int, overlap: int, context: str = "none", context_pieces: int = 64):
         if not getattr(hf_tokenizer, "is_fast", False):
             raise ModelLoadError(
                 getattr(hf_tokenizer, "name_or_path", "?"),
@@ -68,22 +74,25 @@ class PieceTokenizer:
         # by size / (size - overlap)): with a 64-position model and the default overlap of
         # 128 the step would be one piece, one window per piece.
         self.overlap = min(int(overlap), self.content_length // 2)
+        self.set_context(context, context_pieces)
+
+    def set_context(self, context: str, context_pieces: int) -> None:
+        """"none": each Doc is read on its own; "document": each sentence in a window
+        of its own with up to `context_pieces` pieces of its document a side."""
+        check_context(context, context_pieces)
+        self.context = context
+        self.context_pieces = int(context_pieces)
 
     def __call__(self, docs: Sequence[Doc]) -> List[DocPieces]:
         out: List[DocPieces] = [None] * len(docs)  # type: ignore
         is_pair = [pair_char_split(doc) is not None for doc in docs]
         singles = [i for i, pair in enumerate(is_pair) if not pair]
         pairs = [i for i, pair in enumerate(is_pair) if pair]
-        if singles:
-            enc = self.hf(
-                [docs[i].text for i in singles],
-                add_special_tokens=False,
-                split_special_tokens=True,
-                return_offsets_mapping=True,
-                return_attention_mask=False,
-                return_token_type_ids=False,
-                verbose=False,
-            )
+        if singles and self.context == "document":
+            for i, pieces in zip(singles, self._in_context([docs[i] for i in singles])):
+                out[i] = pieces
+        elif singles:
+            enc = self._encode([docs[i].text for i in singles])
             for j, i in enumerate(singles):
                 ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
                 offsets = np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2)
@@ -107,6 +116,64 @@ class PieceTokenizer:
 
     def _windowed(self, ids: np.ndarray, offsets: np.ndarray) -> DocPieces:
         return DocPieces(ids, offsets[:, 0], offsets[:, 1], *self.windows(ids))
+
+    def _encode(self, texts: List[str]):
+        return self.hf(
+            texts,
+            add_special_tokens=False,
+            split_special_tokens=True,
+            return_offsets_mapping=True,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            verbose=False,
+        )
+
+    def _in_context(self, docs: Sequence[Doc]) -> List[DocPieces]:
+        """Each Doc's pieces, and one window per sentence (`context_windows`) with up
+        to `context_pieces` pieces of the text around it: the Doc's other sentences
+        and its `mlm_context`. Of the context texts only an edge is tokenized, cut at
+        whitespace so that its pieces are those of the whole text, and widened (x4)
+        until it holds `context_pieces` pieces or all of the text."""
+        out: List[DocPieces] = [None] * len(docs)  # type: ignore
+        contexts = [doc_context(doc) for doc in docs]
+        todo = list(range(len(docs)))
+        chars = 8 * self.context_pieces + 16
+        while todo:
+            edges = [_edges(docs[i].text, *contexts[i], chars) for i in todo]
+            enc = self._encode([before + docs[i].text + after for i, (before, after, _, _) in zip(todo, edges)])
+            retry = []
+            for j, (i, (before, after, whole_before, whole_after)) in enumerate(zip(todo, edges)):
+                ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
+                offsets = np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2)
+                n_text = len(docs[i].text)
+                lo, hi = np.searchsorted(offsets[:, 0], [len(before), len(before) + n_text])
+                short = (lo < self.context_pieces and not whole_before) or (
+                    len(ids) - hi < self.context_pieces and not whole_after
+                )
+                if short:
+                    retry.append(i)
+                    continue
+                out[i] = self._sentence_windows(docs[i], ids, offsets - len(before), lo, hi)
+            todo, chars = retry, chars * 4
+        return out
+
+    def _sentence_windows(self, doc: Doc, ids: np.ndarray, offsets: np.ndarray, lo: int, hi: int) -> DocPieces:
+        """DocPieces of the Doc's pieces ids[lo:hi] (offsets already in doc.text),
+        read sentence by sentence with the pieces around them."""
+        starts = offsets[lo:hi, 0]
+        sentence_chars = np.asarray([doc[t].idx for t in sentence_starts(doc)], dtype=np.int64)
+        bounds = np.searchsorted(starts, sentence_chars[1:]) if len(sentence_chars) else np.zeros(0, np.int64)
+        edges = [lo, *(lo + bounds).tolist(), hi]
+        segments = list(zip(edges[:-1], edges[1:]))
+        spans, owner, position = context_windows(
+            segments, len(ids), self.content_length, self.context_pieces, self.overlap
+        )
+        spans = spans or [(lo, lo)]  # a Doc without pieces still gets its [CLS]
+        windows = []
+        for start, end in spans:
+            input_ids = np.concatenate([self.prefix, ids[start:end], self.suffix])
+            windows.append(Window(input_ids, np.zeros_like(input_ids)))
+        return DocPieces(ids[lo:hi], starts, offsets[lo:hi, 1], windows, owner, position + len(self.prefix))
 
     def _pairs(self, docs: Sequence[Doc]) -> List[DocPieces]:
         splits = [pair_char_split(doc) for doc in docs]
@@ -151,3 +218,20 @@ class PieceTokenizer:
             max_length=self.max_length if truncate else None,
             verbose=False,
         )
+
+
+def _edges(text: str, before: str, after: str, chars: int) -> Tuple[str, str, bool, bool]:
+    """The last ~`chars` characters of `before` and the first of `after`, cut at
+    whitespace (so no word is cut), with a space added where a context text would
+    otherwise run into the Doc's text; and whether each side is whole."""
+    whole_before, whole_after = len(before) <= chars, len(after) <= chars
+    if not whole_before:
+        cut = len(before) - chars
+        before = before[next((k for k in range(cut, len(before)) if before[k].isspace()), len(before)) :]
+    if not whole_after:
+        after = after[: next((k for k in range(chars, 0, -1) if after[k].isspace()), 0)]
+    if before and text and not before[-1].isspace() and not text[0].isspace():
+        before += " "
+    if after and text and not after[0].isspace() and not text[-1].isspace():
+        after = " " + after
+    return before, after, whole_before, whole_after

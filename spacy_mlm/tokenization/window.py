@@ -40,3 +40,44 @@ def merge_owner(n: int, spans: List[Tuple[int, int]]) -> Tuple[np.ndarray, np.nd
         position[start:end][better] = (inside - start)[better]
         best[start:end][better] = margin[better]
     return owner, position
+
+
+def context_windows(
+    segments: List[Tuple[int, int]], n: int, size: int, context: int, overlap: int
+) -> Tuple[List[Tuple[int, int]], np.ndarray, np.ndarray]:
+    """Windows that read each segment (a sentence) with up to `context` items of
+    the surrounding sequence on either side (FLERT, Schweter & Akbik 2020).
+
+    `segments` are half-open, in order, without gaps, and lie in range(n) (the
+    items outside them are context only). A segment gets one window: itself with
+    `context` items a side where the sequence has them; when that is more than
+    `size`, the context is cut, evenly where both sides have it; a segment
+    longer than `size` is cut into windows overlapping by `overlap` (as
+    `window_spans`) over itself and its context. Returns the windows and, for
+    each item of the segments (in order), its owner window and its position
+    there; an item is owned by a window of its own segment only, so no vector
+    is ever taken from a window read for a neighbour."""
+    if size <= 0 or context < 0:
+        raise ValueError(f"need size > 0 and context >= 0, got size {size} and context {context}")
+    spans: List[Tuple[int, int]] = []
+    owners, positions = [], []
+    for a, b in segments:
+        if not 0 <= a <= b <= n:
+            raise ValueError(f"segment ({a}, {b}) is not inside a sequence of {n} items")
+        if a == b:
+            continue
+        lo, hi = max(0, a - context), min(n, b + context)
+        if hi - lo <= size:
+            local = [(lo, hi)]
+        elif b - a <= size:
+            room = size - (b - a)
+            left = min(a - lo, max(room - (hi - b), room // 2))
+            local = [(a - left, a - left + size)]
+        else:
+            local = [(lo + s, lo + e) for s, e in window_spans(hi - lo, size, min(overlap, size - 1))]
+        owner, position = merge_owner(hi - lo, [(s - lo, e - lo) for s, e in local])
+        owners.append(owner[a - lo : b - lo] + len(spans))
+        positions.append(position[a - lo : b - lo])
+        spans.extend(local)
+    empty = np.zeros(0, dtype=np.int64)
+    return spans, np.concatenate(owners) if owners else empty, np.concatenate(positions) if positions else empty
