@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pretrain-batch", type=int, default=32)
     parser.add_argument("--pretrain-steps", type=int, default=600, help="MLM steps from scratch (RTD: equal FLOPs)")
     parser.add_argument("--pretrain-lr", type=float, default=5e-4, help="from scratch (ELECTRA-Small's)")
-    parser.add_argument("--tapt-steps", type=int, default=200, help="MiniLM steps per task")
+    parser.add_argument("--tapt-steps", type=int, default=100, help="MiniLM steps per task")
     parser.add_argument("--tapt-lr", type=float, default=1e-4)
     parser.add_argument("--train-size", type=int, default=2000, help="fine-tuning examples / sentences per task")
     parser.add_argument("--epochs", type=int, default=2)
@@ -171,7 +171,6 @@ def run_pretraining(settings: dict, output: Path, tokenizer: Path = None) -> dic
     its model directory, steps, time and training positions per second."""
     from spacy_mlm import load_pretraining_config, pretrain
 
-    settings = {key if "." in key else f"pretraining.{key}": value for key, value in settings.items()}
     if tokenizer is not None and not (output / "tokenizer").exists():
         output.mkdir(parents=True, exist_ok=True)
         shutil.copytree(tokenizer, output / "tokenizer")
@@ -338,11 +337,12 @@ def run_system(args, system: str) -> None:
         if system == "tapt":
             for task in models:
                 settings = {"paths.source": models[task], "paths.train": str(tapt_corpus(args, task)),
-                            "max_steps": args.tapt_steps, "batch_size": args.pretrain_batch,
-                            "max_length": args.max_length, "eval_every": max(args.tapt_steps // 2, 1),
-                            "checkpoint_every": max(args.tapt_steps // 4, 1), "seed": args.seed,
-                            "optimizer.learning_rate": args.tapt_lr,
-                            "optimizer.warmup_steps": max(args.tapt_steps // 10, 1)}
+                            "pretraining.max_steps": args.tapt_steps, "pretraining.batch_size": args.pretrain_batch,
+                            "pretraining.max_length": args.max_length, "pretraining.seed": args.seed,
+                            "pretraining.eval_every": max(args.tapt_steps // 2, 1),
+                            "pretraining.checkpoint_every": max(args.tapt_steps // 4, 1),
+                            "pretraining.optimizer.learning_rate": args.tapt_lr,
+                            "pretraining.optimizer.warmup_steps": max(args.tapt_steps // 10, 1)}
                 stats = run_pretraining(settings, args.out / "tapt" / task)
                 result["pretraining"][task] = stats
                 models[task] = stats["model"]
