@@ -1,8 +1,8 @@
 """Document context for `mlm_ner` (issue 18), the way the encoder gives it: whole
 documents (`convert-conll --n-sents 0`) through the encoder's windows.
 
-What holds, and is tested here: a sentence's token scores read the rest of its
-document; a document longer than the window takes each token's scores from the
+What holds, and is tested here: the vectors a sentence's tokens get read the rest
+of its document; a document longer than the window takes each token's scores from the
 window that owns its first piece, equal to running that window's text as a Doc of
 its own (so a sentence at the document's start reads only what follows it, one at
 the end only what precedes it); and a document's scores do not depend on what it is
@@ -40,16 +40,16 @@ def conll_text(n_docs=2):
     return "\n".join(lines) + "\n"
 
 
-def make_nlp(model_dir, window=0, overlap=128, crf=False):
+def make_nlp(model_dir, crf=False):
     fix_random_seed(0)
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(model_dir), "window": window, "overlap": overlap}})
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(model_dir)}})
     nlp.add_pipe("mlm_ner", name="ner", config={"store_probs": True, "model": {"crf": crf}})
     return nlp
 
 
 @pytest.fixture(scope="module")
-def documents(tiny_model_dir, tmp_path_factory):
+def documents(tmp_path_factory):
     path = tmp_path_factory.mktemp("conll") / "docs.conll"
     path.write_text(conll_text(), encoding="utf8")
     return read_conll(path)
