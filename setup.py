@@ -64,6 +64,9 @@ setup(
             "spacy_mlm.PairScoreCorpus.v1 = spacy_mlm.readers.pair_scores:create_pair_score_corpus_v1",
             "spacy_mlm.TextCatCorpus.v1 = spacy_mlm.readers.textcat:create_textcat_corpus_v1",
         ],
+        "spacy_augmenters": [
+            "spacy_mlm.sentences_in_context.v1 = spacy_mlm.readers.context:create_sentences_in_context_v1",
+        ],
         "spacy_optimizers": [
             "spacy_mlm.LayerDecayAdam.v2 = spacy_mlm.training.optimizer:build_layer_decay_adam_v2",
         ],

@@ -14,6 +14,7 @@ from .pipeline import classifier as _classifier, encoder as _encoder_component, 
 from .pipeline import regressor as _regressor, vectors as _vectors  # noqa: E402,F401
 from .readers import conll as _conll, nli as _nli, pair_scores as _pair_scores, textcat as _textcat  # noqa: E402,F401
 from .scoring import regression as _regression_scorer, textcat as _textcat_scorer  # noqa: E402,F401
+from .readers import context as _sentences_in_context  # noqa: E402,F401
 from .similarity import transforms as _transforms  # noqa: E402,F401
 from .training import logger as _console_logger, optimizer as _layer_decay, schedules as _schedules  # noqa: E402,F401
 from .util import save as _atomic_save  # noqa: E402,F401

@@ -11,10 +11,17 @@ Subword alignment happens in the listener: `EncoderListener` pools a token's
 pieces (`first` / `mean`); `EncoderPieceListener` gives every subword a row,
 and then `subword_loss` / `subword_decode` say how rows train and decide.
 Missing annotation is handled as partial labels (any tag allowed there).
+
+With `context = "document"` (set with the encoder's, which then reads each
+sentence in its document) every sentence of a Doc is a sequence of its own: the
+CRF trains and decodes sentence by sentence, as it does on one-sentence Docs, so
+a document and its sentences given one by one with their context get the same
+tags.
 """
 from dataclasses import replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy
 import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
@@ -30,6 +37,7 @@ from ..tagging.crf import apply_constraints
 from ..tagging.decoding import decode_tags
 from ..tagging.emissions import pad_rows, token_emissions
 from ..tagging.losses import sequence_loss, subword_softmax_loss
+from ..tokenization.context import CONTEXTS, sentence_starts
 from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
 from ..util.save import check_outputs_fit, checked_from_disk
 
@@ -55,6 +63,7 @@ DEFAULT_NER_MODEL = {
         "store_probs": False,
         "subword_loss": "all",
         "subword_decode": "first",
+        "context": "none",
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -68,6 +77,7 @@ def make_mlm_ner(
     store_probs: bool,
     subword_loss: str,
     subword_decode: str,
+    context: str,
     scorer: Optional[Callable],
 ) -> "EntityTagger":
     """Entity recognizer tagging tokens in `scheme` ("IO", "BIO"/"IOB2" or
@@ -87,25 +97,31 @@ def make_mlm_ner(
     subword_decode: with the piece listener, a word's scores are its first
         subword's ("first") or the mean of its subwords' distributions ("mean");
         the CRF trains on these token scores too.
+    context: "none" tags each Doc as one sequence; "document" tags each sentence
+        (`token.is_sent_start`) as a sequence of its own, which is what an encoder
+        with context = "document" was trained for (set both the same).
     """
     if not Doc.has_extension(TAG_PROBS_ATTR):
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
     settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs)
     subwords = dict(subword_loss=subword_loss, subword_decode=subword_decode)
-    return EntityTagger(nlp.vocab, model, name, scorer=scorer, **settings, **subwords)
+    return EntityTagger(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
 
 
 class EntityTagger(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "mlm_ner", *, scheme: str = "BIO",
                  constrained: bool = True, store_probs: bool = False, subword_loss: str = "all",
-                 subword_decode: str = "first", scorer: Optional[Callable] = None):
+                 subword_decode: str = "first", context: str = "none", scorer: Optional[Callable] = None):
         if subword_loss not in SUBWORD_LOSSES:
             raise SpacyMlmError(f"subword_loss must be one of {', '.join(SUBWORD_LOSSES)}, got {subword_loss!r}")
         if subword_decode not in SUBWORD_POOLINGS:
             raise SpacyMlmError(f"subword_decode must be one of {', '.join(SUBWORD_POOLINGS)}, got {subword_decode!r}")
+        if context not in CONTEXTS:
+            raise SpacyMlmError(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
         self.vocab, self.model, self.name, self.scorer = vocab, model, name, scorer
         self.cfg = {"labels": [], "scheme": normalize_scheme(scheme), "constrained": constrained,
-                    "store_probs": store_probs, "subword_loss": subword_loss, "subword_decode": subword_decode}
+                    "store_probs": store_probs, "subword_loss": subword_loss, "subword_decode": subword_decode,
+                    "context": context}
         self._constraints: Dict = {}
 
     @property
@@ -163,15 +179,16 @@ class EntityTagger(TrainablePipe):
             return [], None
         scores: TagScores = self.model.predict(docs)
         crf = self.model.attrs["crf"]
-        emissions, mask = self._emissions(scores, self.cfg["subword_decode"])
+        emissions, mask, lengths = self._emissions(scores, self.cfg["subword_decode"], docs)
         if not crf:
             emissions = torch.log_softmax(emissions, dim=-1)
         paths, probs = decode_tags(emissions, mask, self._transitions(), crf=crf,
                                    constrained=self.cfg["constrained"], with_probs=self.cfg["store_probs"])
-        lengths = scores.tokens_per_doc()  # an empty doc decoded one dummy position
-        paths = [path[:n] for path, n in zip(paths, lengths)]
+        # an empty sequence decoded one dummy position; sentences join again into their doc
+        paths = _join([path[:n] for path, n in zip(paths, lengths)], lengths, docs, lambda parts: sum(parts, []))
         if probs is not None:
             probs = [p[:n].float().cpu().numpy() for p, n in zip(probs, lengths)]
+            probs = _join(probs, lengths, docs, numpy.concatenate)
         return paths, probs
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
@@ -182,9 +199,20 @@ class EntityTagger(TrainablePipe):
             if probs is not None:
                 doc._.set(TAG_PROBS_ATTR, probs[i])
 
-    def _emissions(self, scores: TagScores, how: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _emissions(self, scores: TagScores, how: str, docs: List[Doc]) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
+        """(B, T, K) emissions and mask of the sequences (docs, or their sentences
+        with context = "document", in order) and each sequence's length."""
         rows = token_emissions(scores.per_doc(), scores.pieces_per_token, how, log_probs=not self.model.attrs["crf"])
-        return pad_rows(rows, self.model.get_dim("nO"), scores.scores.device)
+        rows = self._sequences(rows, docs)
+        emissions, mask = pad_rows(rows, self.model.get_dim("nO"), scores.scores.device)
+        return emissions, mask, [len(r) for r in rows]
+
+    def _sequences(self, per_doc: List, docs: List[Doc]) -> List:
+        """Per-doc rows (token-major tensors) as the sequences the tagger reads:
+        the docs themselves, or with context = "document" their sentences."""
+        if self.cfg["context"] == "none":
+            return list(per_doc)
+        return [part for rows, doc in zip(per_doc, docs) for part in torch.split(rows, _sentence_lengths(doc))]
 
     def _transitions(self):
         """The head's (start, transitions, end), forbidden moves masked when constrained."""
@@ -233,7 +261,9 @@ class EntityTagger(TrainablePipe):
             allowed = [a | (p == 0).unsqueeze(1) for a, p in zip(allowed, pieces)]
             if not crf and self.cfg["subword_loss"] == "all":
                 return subword_softmax_loss(scores.scores, allowed, pieces)
-        emissions, mask = self._emissions(scores, self.cfg["subword_decode"] if crf else "first")
+        docs = [eg.predicted for eg in examples]
+        emissions, mask, _ = self._emissions(scores, self.cfg["subword_decode"] if crf else "first", docs)
+        allowed = self._sequences(allowed, docs)
         tag_mask = ~pad_rows([~a for a in allowed], emissions.shape[-1], device)[0].bool()
         return sequence_loss(emissions, mask, tag_mask, self._transitions() if crf else None)
 
@@ -247,3 +277,22 @@ class EntityTagger(TrainablePipe):
                 f"tokens as outside any entity. Leave `labels` in [initialize.components.{self.name}] unset to take "
                 "them from the training data, or add the missing ones"
             ) from None
+
+
+def _sentence_lengths(doc: Doc) -> List[int]:
+    """Tokens per sentence (one sentence for a Doc without sentence starts)."""
+    starts = sentence_starts(doc) or [0]
+    return [end - start for start, end in zip(starts, starts[1:] + [len(doc)])]
+
+
+def _join(parts: List, lengths: List[int], docs: List[Doc], concat: Callable) -> List:
+    """Per-sequence results back into one per doc (sequences are the docs
+    themselves, or each doc's sentences in order)."""
+    if len(parts) == len(docs):
+        return parts
+    out, k = [], 0
+    for doc in docs:
+        n = len(_sentence_lengths(doc))
+        out.append(concat(parts[k : k + n]))
+        k += n
+    return out

@@ -14,7 +14,8 @@ same windows:
   batches sentences from many documents (see `sentences_in_context`).
 
 `text_before + doc.text + text_after` should be the document's text; the
-encoder reads only as much of each side as `context_pieces` needs.
+encoder reads only as much of each side as `context_pieces` needs, cut at
+whitespace (`tail`, `head`), so that those pieces are the whole text's.
 """
 from typing import Iterator, Tuple
 
@@ -63,10 +64,26 @@ def sentence_starts(doc: Doc) -> list:
     return [0] + [t.i for t in doc[1:] if t.is_sent_start]
 
 
-def sentences_in_context(doc: Doc) -> Iterator[Tuple[Span, str, str]]:
+def tail(text: str, chars: int) -> str:
+    """The last ~`chars` characters of `text`, starting at whitespace (no word cut)."""
+    if len(text) <= chars:
+        return text
+    return text[next((k for k in range(len(text) - chars, len(text)) if text[k].isspace()), len(text)) :]
+
+
+def head(text: str, chars: int) -> str:
+    """The first ~`chars` characters of `text`, ending at whitespace (no word cut)."""
+    if len(text) <= chars:
+        return text
+    return text[: next((k for k in range(chars, 0, -1) if text[k].isspace()), 0)]
+
+
+def sentences_in_context(doc: Doc, max_chars: int = 0) -> Iterator[Tuple[Span, str, str]]:
     """Each sentence of `doc` with the document's text before and after it, so
     that `before + sentence.as_doc().text + after == before_doc + doc.text +
-    after_doc` (the Doc's own `mlm_context` extends both sides)."""
+    after_doc` (the Doc's own `mlm_context` extends both sides). `max_chars` > 0
+    keeps only that much of each side (cut at whitespace), so that the contexts
+    of a long document's sentences do not take memory quadratic in its length."""
     before_doc, after_doc = doc_context(doc)
     text = doc.text
     starts = sentence_starts(doc)
@@ -75,4 +92,7 @@ def sentences_in_context(doc: Doc) -> Iterator[Tuple[Span, str, str]]:
         sentence = doc[start:end]
         first = sentence[0].idx
         last = sentence[-1].idx + len(sentence[-1].text_with_ws)
-        yield sentence, before_doc + text[:first], text[last:] + after_doc
+        before, after = before_doc + text[:first], text[last:] + after_doc
+        if max_chars:
+            before, after = tail(before, max_chars), head(after, max_chars)
+        yield sentence, before, after

@@ -25,7 +25,7 @@ import numpy as np
 from spacy.tokens import Doc
 
 from ..errors import ModelLoadError, SpacyMlmError
-from .context import check_context, doc_context, sentence_starts
+from .context import check_context, doc_context, head, sentence_starts, tail
 from .pair import pair_char_split
 from .window import context_windows, merge_owner, window_spans
 
@@ -225,11 +225,7 @@ def _edges(text: str, before: str, after: str, chars: int) -> Tuple[str, str, bo
     whitespace (so no word is cut), with a space added where a context text would
     otherwise run into the Doc's text; and whether each side is whole."""
     whole_before, whole_after = len(before) <= chars, len(after) <= chars
-    if not whole_before:
-        cut = len(before) - chars
-        before = before[next((k for k in range(cut, len(before)) if before[k].isspace()), len(before)) :]
-    if not whole_after:
-        after = after[: next((k for k in range(chars, 0, -1) if after[k].isspace()), 0)]
+    before, after = tail(before, chars), head(after, chars)
     if before and text and not before[-1].isspace() and not text[0].isspace():
         before += " "
     if after and text and not after[0].isspace() and not text[-1].isspace():
