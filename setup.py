@@ -52,6 +52,7 @@ setup(
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",
             "spacy_mlm.HFEncoder.v2 = spacy_mlm.models.encoder:build_hf_encoder_v2",
             "spacy_mlm.ScratchEncoder.v1 = spacy_mlm.models.encoder:build_scratch_encoder_v1",
+            "spacy_mlm.ScratchEncoder.v2 = spacy_mlm.models.encoder:build_scratch_encoder_v2",
             "spacy_mlm.EncoderListener.v1 = spacy_mlm.models.listener:build_encoder_listener_v1",
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.models.listener:build_encoder_piece_listener_v1",
             "spacy_mlm.TokenTagger.v3 = spacy_mlm.models.tagger:build_token_tagger_v3",

@@ -103,7 +103,7 @@ def main():
     ours_128.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": 128, "overlap": 32}})
     ours_128.initialize()
     ours_bf16 = spacy.blank("en")  # bfloat16 matmuls under autocast
-    ours_bf16.add_pipe("mlm_encoder", config={"model": {"path": args.model, "mixed_precision": True}})
+    ours_bf16.add_pipe("mlm_encoder", config={"model": {"path": args.model, "precision": "bf16"}})
     ours_bf16.initialize()
     peer = spacy.blank("en")
     peer.add_pipe(

@@ -11,29 +11,32 @@ import typer
 
 from . import app
 
-# the HFEncoder settings that carry over from any encoder architecture
-KEPT_SETTINGS = ("window", "overlap", "trainable_layers", "output_hidden_states", "max_batch_pieces")
 
-
-def optimized_config(config, precision: str, fp32_layers: List[int]):
-    """`config` (a saved pipeline's, uninterpolated) with every mlm_encoder's
-    model replaced by HFEncoder.v2 on the ONNX backend, its other settings kept.
-    `path` only names where `nlp.initialize()` would load from; a saved pipeline
-    loads its weights from its own directory."""
-    names = [name for name, block in config["components"].items() if block.get("factory") == "mlm_encoder"]
-    if not names:
-        raise typer.BadParameter("the pipeline has no mlm_encoder component")
-    for name in names:
+def optimized_config(config, precision: str, fp32_layers: Dict[str, List[int]]):
+    """`config` (a saved pipeline's, uninterpolated) with every mlm_encoder named
+    in `fp32_layers` on the ONNX backend at `precision`, keeping those layers in
+    fp32. A v1 architecture (HFEncoder.v1, ScratchEncoder.v1) becomes its v2,
+    without `mixed_precision`; every other setting is kept. `path` only names
+    where `nlp.initialize()` would load from: a saved pipeline loads its weights
+    from its own directory."""
+    for name, layers in fp32_layers.items():
         model = config["components"][name]["model"]
-        new = {key: model[key] for key in KEPT_SETTINGS if key in model}
-        path = model.get("path", model.get("tokenizer_path"))
-        new.update({"@architectures": "spacy_mlm.HFEncoder.v2", "path": path, "backend": "onnx",
-                    "precision": precision, "fp32_layers": fp32_layers})
-        config["components"][name]["model"] = new
+        family, version = model["@architectures"].rsplit(".v", 1)
+        if version == "1":
+            model.pop("mixed_precision", None)
+            model["@architectures"] = f"{family}.v2"
+        model.update({"backend": "onnx", "precision": precision, "fp32_layers": layers})
     return config
 
 
-def load_optimized(pipeline: Path, precision: str, fp32_layers: List[int]):
+def encoder_names(nlp) -> List[str]:
+    names = [name for name, _ in nlp.pipeline if nlp.get_pipe_meta(name).factory == "mlm_encoder"]
+    if not names:
+        raise typer.BadParameter("the pipeline has no mlm_encoder component")
+    return names
+
+
+def load_optimized(pipeline: Path, precision: str, fp32_layers: Dict[str, List[int]]):
     """The pipeline loaded with its encoders on ONNX Runtime (exported while it
     loads): its files are linked into a temporary directory beside a rewritten
     config.cfg, so nothing is copied and the original stays untouched."""
@@ -54,12 +57,12 @@ def agreement(original, optimized, texts: List[str]) -> Dict[str, Optional[float
     the mean cosine of the encoder's piece vectors, the share of docs with the
     same entities and the share with the same top category (None where the
     pipeline sets no entities or categories)."""
+    from ..scoring.similarity import cosine_rows
+
     cosines, same_ents, same_cats = [], [], []
     for a, b in zip(original.pipe(texts), optimized.pipe(texts)):
-        x, y = a._.mlm_encoding.hidden, b._.mlm_encoding.hidden
-        if len(x):
-            norms = np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1)
-            cosines.append(float(np.mean((x * y).sum(1) / np.maximum(norms, 1e-12))))
+        if len(a._.mlm_encoding.hidden):
+            cosines.append(float(np.mean(cosine_rows(a._.mlm_encoding.hidden, b._.mlm_encoding.hidden))))
         if a.has_annotation("ENT_IOB"):
             same_ents.append([(e.start, e.end, e.label_) for e in a.ents] == [(e.start, e.end, e.label_) for e in b.ents])
         if a.cats:
@@ -71,15 +74,37 @@ def _mean(values: List) -> Optional[float]:
     return float(np.mean(values)) if values else None
 
 
+def parse_layers(text: str) -> List[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--keep-fp32-layers takes comma-separated layer numbers, not {text!r}") from None
+
+
+def read_lines(path: Path) -> List[str]:
+    texts = [t for t in path.read_text(encoding="utf8").splitlines() if t.strip()]
+    if not texts:
+        raise typer.BadParameter(f"{path} has no text (one text a line)")
+    return texts
+
+
 @app.command("optimize", short_help="Run a pipeline's encoder on ONNX Runtime (fp32/int8).")
 def optimize_cli(
     pipeline: Path = typer.Argument(..., help="trained spaCy pipeline with an mlm_encoder"),
     output: Path = typer.Argument(..., help="where to write the optimized pipeline"),
     precision: str = typer.Option("int8", help="int8 (dynamic int8 matmuls) or fp32"),
-    fp32_layer: List[int] = typer.Option(
-        [], "--fp32-layer", help="with int8, a transformer layer kept in fp32 (-1: the last); repeatable"
+    keep_fp32_layers: str = typer.Option(
+        "", help="with int8, comma-separated transformer layers kept in fp32 (-1: the last)"
     ),
-    sample: Path = typer.Option(None, help="texts, one per line, to measure agreement on (default: 16 built in)"),
+    calibrate: Path = typer.Option(
+        None,
+        help="texts, one a line: with int8, also keep in fp32 the layers int8 changes most "
+        "on them until the encoder's cosine to fp32 reaches --min-cosine",
+    ),
+    min_cosine: float = typer.Option(0.99, help="with --calibrate, the mean piece-vector cosine to reach"),
+    sample: Path = typer.Option(
+        None, help="texts, one a line, to report agreement on (default: --calibrate's, else 16 built in)"
+    ),
 ):
     """Write PIPELINE to OUTPUT with its encoder exported to ONNX (int8 or fp32) for
     fast CPU inference, and print how well its outputs agree with PIPELINE's on a
@@ -87,17 +112,31 @@ def optimize_cli(
     import spacy
 
     import spacy_mlm  # noqa: F401  (registers the factories)
+    from ..models.encoder import choose_fp32_layers
     from ..testing import SAMPLE_TEXT
     from ..util.save import save_atomically
 
     if precision not in ("int8", "fp32"):
         raise typer.BadParameter(f"--precision must be int8 or fp32, not {precision!r}")
+    keep = parse_layers(keep_fp32_layers)
+    if (keep or calibrate) and precision != "int8":
+        raise typer.BadParameter("--keep-fp32-layers and --calibrate apply to --precision int8 only")
     if not (pipeline / "config.cfg").is_file():
         raise typer.BadParameter(f"{pipeline} is not a saved spaCy pipeline (no config.cfg)")
-    texts = SAMPLE_TEXT if sample is None else [t for t in sample.read_text(encoding="utf8").splitlines() if t.strip()]
-    optimized = load_optimized(pipeline, precision, list(fp32_layer))
+    calibration = None if calibrate is None else read_lines(calibrate)
+    texts = read_lines(sample) if sample else calibration or SAMPLE_TEXT
+    original = spacy.load(pipeline)
+    names = encoder_names(original)
+    layers = {name: keep for name in names}
+    if calibration is not None:
+        docs = [original.make_doc(t) for t in calibration]
+        for name in names:
+            layers[name] = choose_fp32_layers(original.get_pipe(name).model, docs, min_cosine, keep)
+    optimized = load_optimized(pipeline, precision, layers)
     save_atomically(optimized, output)
-    scores = agreement(spacy.load(pipeline), spacy.load(output), texts)
+    scores = agreement(original, spacy.load(output), texts)
     typer.echo(f"wrote {output} ({precision}); agreement with {pipeline} on {len(texts)} texts:")
+    for name in names if precision == "int8" else ():
+        typer.echo(f"  {name}: layers kept in fp32: {', '.join(map(str, layers[name])) or 'none'}")
     for name, value in scores.items():
         typer.echo(f"  {name}: {'n/a' if value is None else f'{value:.4f}'}")

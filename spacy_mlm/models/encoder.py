@@ -5,11 +5,12 @@ their windows grouped by length (little padding, few passes: see `batching.py`)
 and returns an `EncoderBatch`: one tensor of piece vectors per doc (windows
 merged) plus the [CLS] vectors and, for a model with a pretrained pooler, its
 pooled output (dense + tanh over [CLS], what Hugging Face's sequence
-classifiers read). With `backend = "onnx"` (HFEncoder.v2) an ONNX Runtime graph
-of the transformer (`onnx_backbone.py`) replaces the torch model at prediction;
-such an encoder is inference only. In training those tensors are autograd leaves: listeners pool
-from them and accumulate gradients into `.grad`; the backprop callback then
-pushes the accumulated gradient through the transformer once.
+classifiers read). With `backend = "onnx"` (HFEncoder.v2, ScratchEncoder.v2) an
+ONNX Runtime graph of the transformer (`onnx_backbone.py`) replaces the torch
+model at prediction; such an encoder is inference only. In training those
+tensors are autograd leaves: listeners pool from them and accumulate gradients
+into `.grad`; the backprop callback then pushes the accumulated gradient
+through the transformer once.
 """
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -30,8 +31,11 @@ from .hf import (
     max_positions,
     uses_token_type_ids,
 )
+from ..scoring.similarity import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
-from .onnx_backbone import OnnxBackbone, export_backbone, layer_matmuls, quantize_int8, with_settings
+from .onnx_backbone import (
+    GRAPH_FORMAT, OnnxBackbone, export_backbone, fuse_transformer, layer_nodes, quantize_int8, with_settings,
+)
 from .torch_shim import TorchShim
 from ..tokenization.tokenizer import DocPieces, PieceTokenizer
 
@@ -59,11 +63,22 @@ PRECISIONS = {"torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
 
 
 def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_batch_pieces: int, **options) -> Model:
-    """The thinc encoder model; `init` loads or builds its transformer (see `_set_backbone`)."""
+    """The thinc encoder model; `init` loads or builds its transformer (see
+    `_set_backbone`). Refuses a backend/precision pair that does not exist."""
     attrs = {
         "backend": "torch", "precision": "fp32", "fp32_layers": [], "onnx": None,
         **options, "path": path, "output_hidden_states": output_hidden_states, "max_batch_pieces": max_batch_pieces,
     }
+    backend, precision = attrs["backend"], attrs["precision"]
+    if backend not in BACKENDS:
+        raise SpacyMlmError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if precision not in PRECISIONS[backend]:
+        raise SpacyMlmError(
+            f"precision {precision!r} is not available with backend {backend!r} "
+            f"(it offers {', '.join(PRECISIONS[backend])})"
+        )
+    if attrs["fp32_layers"] and precision != "int8":
+        raise SpacyMlmError("fp32_layers applies to precision = \"int8\" only")
     return Model("mlm_encoder", forward, init=init, attrs={"tokenizer": None, **attrs}, shims=[], dims={"nO": None})
 
 
@@ -78,6 +93,7 @@ def build_hf_encoder_v1(
     mixed_precision: bool = False,
 ) -> Model[List[Doc], EncoderBatch]:
     """An encoder loaded from a local Hugging Face directory (BERT, RoBERTa, XLM-R, DistilBERT...).
+    Kept so that pipelines saved with it load; new configs use HFEncoder.v2.
 
     window: pieces per window, specials included; 0 = the model's maximum.
     overlap: pieces shared by consecutive windows of a long document.
@@ -85,8 +101,7 @@ def build_hf_encoder_v1(
     output_hidden_states: also keep every layer's output on `doc._.mlm_encoding.layers`.
     max_batch_pieces: padded pieces per forward pass (memory bound).
     mixed_precision: run the transformer's matmuls in bfloat16 under torch.autocast
-        (weights and outputs stay float32): about 2x faster on CPUs with AVX512-BF16/AMX
-        and on recent GPUs, at bfloat16 accuracy."""
+        (weights and outputs stay float32): HFEncoder.v2's precision = "bf16"."""
     return build_hf_encoder_v2(
         path, window, overlap, trainable_layers, output_hidden_states, max_batch_pieces,
         precision="bf16" if mixed_precision else "fp32",
@@ -105,32 +120,30 @@ def build_hf_encoder_v2(
     precision: str = "fp32",
     fp32_layers: Sequence[int] = (),
 ) -> Model[List[Doc], EncoderBatch]:
-    """HFEncoder.v1 with a choice of inference backend and precision in place of `mixed_precision`.
+    """An encoder loaded from a local Hugging Face directory (BERT, RoBERTa, XLM-R,
+    DistilBERT...), run by torch or, for CPU inference, by ONNX Runtime.
 
+    window: pieces per window, specials included; 0 = the model's maximum.
+    overlap: pieces shared by consecutive windows of a long document.
+    trainable_layers: -1 all train, 0 frozen, k = only the last k layers.
+    output_hidden_states: also keep every layer's output on `doc._.mlm_encoding.layers`.
+    max_batch_pieces: padded pieces per forward pass (memory bound).
     backend: "torch" runs the Hugging Face model; "onnx" runs an ONNX Runtime graph
-        of it on the CPU, exported in `nlp.initialize()` and saved with the pipeline
-        (needs `pip install spacy-mlm[onnx]`). An "onnx" encoder is inference only.
+        of it on the CPU, exported in `nlp.initialize()` (or `spacy_mlm optimize`)
+        and saved with the pipeline (needs `pip install spacy-mlm[onnx]`). An "onnx"
+        encoder is inference only: train with "torch", then optimize.
     precision: "fp32"; "bf16" (torch: matmuls in bfloat16 under torch.autocast,
-        about 2x faster on CPUs with AVX512-BF16/AMX); "int8" (onnx: dynamic int8
-        matmuls, about 2-3x faster on CPUs, at a measurable accuracy cost).
-    fp32_layers: with int8, transformer layers whose matmuls stay fp32 (-1 = the last).
-    The other settings are HFEncoder.v1's."""
-    if backend not in BACKENDS:
-        raise SpacyMlmError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if precision not in PRECISIONS[backend]:
-        raise SpacyMlmError(
-            f"precision {precision!r} is not available with backend {backend!r} "
-            f"(it offers {', '.join(PRECISIONS[backend])})"
-        )
-    if fp32_layers and precision != "int8":
-        raise SpacyMlmError("fp32_layers applies to precision = \"int8\" only")
+        weights and outputs float32, about 2x faster on CPUs with AVX512-BF16/AMX
+        and on recent GPUs); "int8" (onnx: dynamic int8 matmuls, 2-3x faster on
+        CPUs, at an accuracy cost to measure: bench/inference_speed.py).
+    fp32_layers: with int8, transformer layers whose matmuls stay fp32 (-1 = the last)."""
 
     def load(model: Model, X=None, Y=None) -> None:
         _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
         set_inference_graph(model, None)
 
     options = dict(
-        window=window, overlap=overlap, trainable_layers=trainable_layers, mixed_precision=precision == "bf16",
+        window=window, overlap=overlap, trainable_layers=trainable_layers,
         backend=backend, precision=precision, fp32_layers=list(fp32_layers),
     )
     return _encoder_model(load, path, output_hidden_states, max_batch_pieces, **options)
@@ -153,8 +166,38 @@ def build_scratch_encoder_v1(
     max_batch_pieces: int = 16384,
     mixed_precision: bool = False,
 ) -> Model[List[Doc], EncoderBatch]:
+    """ScratchEncoder.v2 with `mixed_precision` (= precision "bf16") in place of
+    backend and precision; kept so that pipelines saved with it load."""
+    return build_scratch_encoder_v2(
+        tokenizer_path, architecture, hidden_width, depth, n_heads, intermediate_width, max_positions, dropout,
+        window, overlap, trainable_layers, output_hidden_states, max_batch_pieces,
+        precision="bf16" if mixed_precision else "fp32",
+    )
+
+
+@registry.architectures("spacy_mlm.ScratchEncoder.v2")
+def build_scratch_encoder_v2(
+    tokenizer_path: str,
+    architecture: str = "bert",
+    hidden_width: int = 256,
+    depth: int = 4,
+    n_heads: int = 4,
+    intermediate_width: int = 1024,
+    max_positions: int = 512,
+    dropout: float = 0.1,
+    window: int = 0,
+    overlap: int = 128,
+    trainable_layers: int = -1,
+    output_hidden_states: bool = False,
+    max_batch_pieces: int = 16384,
+    backend: str = "torch",
+    precision: str = "fp32",
+    fp32_layers: Sequence[int] = (),
+) -> Model[List[Doc], EncoderBatch]:
     """A randomly initialised encoder of the given size, for training from scratch;
-    `tokenizer_path` is a directory with a fast tokenizer (see `spacy_mlm pretrain`)."""
+    `tokenizer_path` is a directory with a fast tokenizer (see `spacy_mlm pretrain`).
+    The other settings are HFEncoder.v2's; with backend = "onnx" the graph is
+    exported from the weights a saved pipeline loads (random ones in `initialize`)."""
 
     def build(model: Model, X=None, Y=None) -> None:
         _set_backbone(
@@ -171,8 +214,12 @@ def build_scratch_encoder_v1(
                 output_hidden_states=output_hidden_states,
             ),
         )
+        set_inference_graph(model, None)
 
-    options = dict(window=window, overlap=overlap, trainable_layers=trainable_layers, mixed_precision=mixed_precision)
+    options = dict(
+        window=window, overlap=overlap, trainable_layers=trainable_layers,
+        backend=backend, precision=precision, fp32_layers=list(fp32_layers),
+    )
     return _encoder_model(build, tokenizer_path, output_hidden_states, max_batch_pieces, **options)
 
 
@@ -191,6 +238,7 @@ def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:
 def graph_settings(model: Model) -> Dict:
     """What an ONNX graph for this encoder must have been made with."""
     return {
+        "format": GRAPH_FORMAT,
         "precision": model.attrs["precision"],
         "fp32_layers": model.attrs["fp32_layers"],
         "output_hidden_states": model.attrs["output_hidden_states"],
@@ -200,7 +248,7 @@ def graph_settings(model: Model) -> Dict:
 def set_inference_graph(model: Model, saved: Optional[OnnxBackbone]) -> None:
     """For backend "onnx", the graph that runs at prediction: `saved` (from a
     saved pipeline) when it was made with this encoder's settings, otherwise one
-    exported (and quantized) from the torch model now."""
+    exported, fused (and quantized) from the torch model now."""
     if model.attrs["backend"] != "onnx":
         model.attrs["onnx"] = None
         return
@@ -208,12 +256,60 @@ def set_inference_graph(model: Model, saved: Optional[OnnxBackbone]) -> None:
     if saved is not None and saved.settings == settings:
         model.attrs["onnx"] = saved
         return
-    hf_model = get_hf_model(model)
-    graph = export_backbone(hf_model, type_ids=model.attrs["type_ids"], hidden_states=settings["output_hidden_states"])
+    graph = _fused_graph(model)
     if settings["precision"] == "int8":
-        n_layers = int(hf_model.config.num_hidden_layers)
-        graph = quantize_int8(graph, layer_matmuls(graph, settings["fp32_layers"], n_layers))
+        graph = _int8_graph(model, graph, settings["fp32_layers"])
     model.attrs["onnx"] = OnnxBackbone(with_settings(graph, settings))
+
+
+def _fused_graph(model: Model) -> bytes:
+    """The torch model's fp32 ONNX graph with ONNX Runtime's transformer fusions."""
+    hf_model = get_hf_model(model)
+    graph = export_backbone(hf_model, type_ids=model.attrs["type_ids"], hidden_states=model.attrs["output_hidden_states"])
+    return fuse_transformer(graph, int(hf_model.config.num_attention_heads), int(hf_model.config.hidden_size))
+
+
+def _int8_graph(model: Model, fused: bytes, fp32_layers: Sequence[int]) -> bytes:
+    n_layers = int(get_hf_model(model).config.num_hidden_layers)
+    return quantize_int8(fused, layer_nodes(fused, fp32_layers, n_layers))
+
+
+def choose_fp32_layers(model: Model, docs: Sequence[Doc], min_cosine: float, keep: Sequence[int] = ()) -> List[int]:
+    """The transformer layers an int8 graph of this encoder keeps in fp32 so that
+    its piece vectors on `docs` stay at a mean cosine of at least `min_cosine` to
+    the torch fp32 ones: `keep` first, then layers by how much keeping each one
+    alone in fp32 raises the cosine, until it is reached (all layers at worst).
+    Dynamic int8 hurts some layers far more than others (outlier activations), so
+    a few chosen layers recover most of the accuracy at little speed. The model
+    is left as it was."""
+    saved = {key: model.attrs[key] for key in ("onnx", "precision", "backend")}
+    n_layers = int(get_hf_model(model).config.num_hidden_layers)
+    try:
+        model.attrs.update(onnx=None, precision="fp32", backend="torch")
+        reference = _piece_vectors(model, docs)
+        fused = _fused_graph(model)
+
+        def cosine(layers: Sequence[int]) -> float:
+            model.attrs["onnx"] = OnnxBackbone(_int8_graph(model, fused, layers))
+            return float(np.mean(cosine_rows(_piece_vectors(model, docs), reference))) if len(reference) else 1.0
+
+        chosen = sorted({layer % n_layers for layer in keep})
+        if cosine(chosen) >= min_cosine:
+            return chosen
+        rest = [layer for layer in range(n_layers) if layer not in chosen]
+        gains = {layer: cosine(chosen + [layer]) for layer in rest}
+        for layer in sorted(rest, key=gains.get, reverse=True):
+            chosen = sorted(chosen + [layer])
+            if cosine(chosen) >= min_cosine:
+                break
+        return chosen
+    finally:
+        model.attrs.update(saved)
+
+
+def _piece_vectors(model: Model, docs: Sequence[Doc]) -> np.ndarray:
+    batch, _ = forward(model, docs, False)
+    return torch.cat(batch.hidden).float().cpu().numpy() if batch.hidden else np.zeros((0, model.get_dim("nO")))
 
 
 def get_hf_model(model: Model):
@@ -307,7 +403,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
         inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
         if model.attrs["type_ids"]:
             inputs["token_type_ids"] = torch.from_numpy(types).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=model.attrs["mixed_precision"]):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=model.attrs["precision"] == "bf16"):
             out = backbone(**inputs, output_hidden_states=keep_layers, return_dict=True)
         last = out.last_hidden_state.float()
         pooler_output = getattr(out, "pooler_output", None)

@@ -28,14 +28,16 @@ FORMAT_VERSION = 1
 
 DEFAULT_ENCODER_MODEL = """
 [model]
-@architectures = "spacy_mlm.HFEncoder.v1"
+@architectures = "spacy_mlm.HFEncoder.v2"
 path = null
 window = 0
 overlap = 128
 trainable_layers = -1
 output_hidden_states = false
 max_batch_pieces = 16384
-mixed_precision = false
+backend = "torch"
+precision = "fp32"
+fp32_layers = []
 """
 DEFAULT_ENCODER_CONFIG = Config().from_str(DEFAULT_ENCODER_MODEL)
 

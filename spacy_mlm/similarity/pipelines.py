@@ -35,7 +35,7 @@ def make_vectors_pipeline(
     nlp = spacy.blank(lang)
     nlp.add_pipe(
         "mlm_encoder",
-        config={"model": {"@architectures": "spacy_mlm.HFEncoder.v1", "path": str(model_path), "output_hidden_states": all_layers}},
+        config={"model": {"@architectures": "spacy_mlm.HFEncoder.v2", "path": str(model_path), "output_hidden_states": all_layers}},
     )
     nlp.add_pipe("mlm_vectors", config=vectors_config(pooling, layer, n_layers, steps, n_components))
     nlp.initialize()

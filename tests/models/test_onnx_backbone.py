@@ -1,5 +1,6 @@
 """The ONNX Runtime backend of HFEncoder.v2: export, int8, save/load, refusals."""
 import builtins
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -11,9 +12,11 @@ import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.models import encoder as encoder_module
 from spacy_mlm.models import onnx_backbone
+from spacy_mlm.scoring.similarity import cosine_rows
 from spacy_mlm.testing import make_tiny_roberta
 
 pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
 
 TEXTS = ["Anna Berg works for the Northwind Company in Oslo.", "The river bank was muddy.", ""]
 LONG = " ".join(["the pond lies in a quiet wood near the town"] * 12)  # several 64-position windows
@@ -67,13 +70,38 @@ def test_int8_is_close_to_fp32_and_keeps_chosen_layers(tiny_model_dir, torch_enc
     graph = int8.get_pipe("mlm_encoder").model.attrs["onnx"].graph
     kept = encoder_nlp(tiny_model_dir, backend="onnx", precision="int8", fp32_layers=[-1])
     kept_graph = kept.get_pipe("mlm_encoder").model.attrs["onnx"].graph
-    # fp32 MatMul nodes per layer: only the attention products (no weights) when
-    # quantized, also the six weight products in the layer kept in fp32
-    def fp32_matmuls(g, layer):
-        return len(onnx_backbone.layer_matmuls(g, [layer], 2))
 
-    assert fp32_matmuls(graph, 0) == fp32_matmuls(graph, 1) == fp32_matmuls(kept_graph, 0) == 2
-    assert fp32_matmuls(kept_graph, 1) == 8
+    # the fused graph has one Attention node per layer (QAttention once quantized)
+    # and three weight MatMuls; a layer kept in fp32 keeps all four unquantized
+    def fp32_nodes(g, layer):
+        return len(onnx_backbone.layer_nodes(g, [layer], 2))
+
+    assert fp32_nodes(graph, 0) == fp32_nodes(graph, 1) == fp32_nodes(kept_graph, 0) == 0
+    assert fp32_nodes(kept_graph, 1) == 4
+    ops = Counter(node.op_type for node in onnx.load_from_string(graph).graph.node)
+    assert ops["QAttention"] == 2 and ops["MatMulInteger"] == 6 and ops["MatMul"] == 0
+
+
+def test_calibration_keeps_the_layers_that_int8_hurts_most(tiny_model_dir):
+    nlp = encoder_nlp(tiny_model_dir)
+    model = nlp.get_pipe("mlm_encoder").model
+    docs = [nlp.make_doc(t) for t in (*TEXTS, LONG)]
+    before = dict(model.attrs)
+    assert encoder_module.choose_fp32_layers(model, docs, min_cosine=0.0, keep=[-1]) == [1]
+    one = encoder_module.choose_fp32_layers(model, docs, min_cosine=_all_int8_cosine(model, docs) + 1e-6)
+    assert len(one) >= 1  # the all-int8 cosine is just short: a layer is kept
+    assert model.attrs == before  # still the torch fp32 encoder it was
+
+
+def _all_int8_cosine(model, docs):
+    reference = encoder_module._piece_vectors(model, docs)
+    model.attrs["onnx"] = onnx_backbone.OnnxBackbone(
+        encoder_module._int8_graph(model, encoder_module._fused_graph(model), [])
+    )
+    try:
+        return float(np.mean(cosine_rows(encoder_module._piece_vectors(model, docs), reference)))
+    finally:
+        model.attrs["onnx"] = None
 
 
 def test_bad_settings_are_refused(tiny_model_dir):
@@ -136,24 +164,62 @@ def test_missing_extra_names_it(tiny_model_dir, monkeypatch):
         encoder_nlp(tiny_model_dir, backend="onnx")
 
 
-def test_optimize_command_rewrites_a_v1_pipeline(tiny_model_dir, tmp_path):
+def _optimize(*args):
     from typer.testing import CliRunner
 
     from spacy_mlm.cli import app
 
+    result = CliRunner().invoke(app, ["optimize", *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_optimize_command_rewrites_a_v1_pipeline(tiny_model_dir, tmp_path):
     fix_random_seed(0)
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", name="encoder", config={"model": {"path": str(tiny_model_dir), "mixed_precision": True}})
+    v1 = {"@architectures": "spacy_mlm.HFEncoder.v1", "path": str(tiny_model_dir), "mixed_precision": True}
+    nlp.add_pipe("mlm_encoder", name="encoder", config={"model": v1})
     nlp.add_pipe("mlm_ner", name="ner")
     nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in NER_DATA])
     nlp.to_disk(tmp_path / "v1")
     sample = tmp_path / "sample.txt"
     sample.write_text("\n".join(TEXTS), encoding="utf8")
-    args = ["optimize", str(tmp_path / "v1"), str(tmp_path / "int8"), "--fp32-layer", "-1", "--sample", str(sample)]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    assert "agreement with" in result.output and "same_entities: 1.0000" in result.output
+    output = _optimize(tmp_path / "v1", tmp_path / "int8", "--keep-fp32-layers", "-1", "--sample", sample)
+    assert "encoder: layers kept in fp32: -1" in output and "same_entities: 1.0000" in output
     model = spacy.load(tmp_path / "int8").config["components"]["encoder"]["model"]
     assert (model["@architectures"], model["precision"], model["fp32_layers"]) == ("spacy_mlm.HFEncoder.v2", "int8", [-1])
     assert "mixed_precision" not in model
     assert (tmp_path / "v1" / "config.cfg").read_text().count("HFEncoder.v1") == 1
+
+
+def test_optimized_pair_classifier_round_trip(tiny_model_dir, tmp_path, monkeypatch):
+    """An mlm_textcat over sentence pairs (segment ids) through `optimize
+    --calibrate`: the saved graph takes the segment ids, loads without export and
+    classifies pairs as the original does."""
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", name="encoder", config={"model": {"path": str(tiny_model_dir)}})
+    nlp.add_pipe("mlm_textcat", name="nli")
+    labels = ["entailment", "neutral", "contradiction"]
+    pairs = [("A cat sleeps .", "A cat rests ."), ("A cat .", "A dog ."), ("It rains .", "It is dry .")]
+    examples = [
+        Example.from_dict(spacy_mlm.make_pair_doc(nlp, a, b), {"cats": {l: float(l == label) for l in labels}})
+        for (a, b), label in zip(pairs, labels)
+    ]
+    nlp.initialize(lambda: examples)
+    for _ in range(3):
+        nlp.update(examples)
+    nlp.to_disk(tmp_path / "torch")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(TEXTS[:2]), encoding="utf8")
+    # an unreachable cosine keeps every layer in fp32
+    output = _optimize(tmp_path / "torch", tmp_path / "int8", "--calibrate", texts, "--min-cosine", "1.01")
+    assert "encoder: layers kept in fp32: 0, 1" in output and "same_top_category: 1.0000" in output
+
+    monkeypatch.setattr(encoder_module, "export_backbone", lambda *a, **k: pytest.fail("spacy.load exported again"))
+    loaded = spacy.load(tmp_path / "int8")
+    graph = loaded.get_pipe("encoder").model.attrs["onnx"]
+    assert "token_type_ids" in graph.inputs and graph.settings["fp32_layers"] == [0, 1]
+    expected = spacy_mlm.classify_pairs(nlp, pairs)
+    for got, want in zip(spacy_mlm.classify_pairs(loaded, pairs), expected):
+        assert got == pytest.approx(want, abs=1e-4)

@@ -118,8 +118,8 @@ def test_all_layers_on_request(tiny_model_dir):
     assert enc.token_vectors("first", layer=0).shape == (4, enc.width)
 
 
-def test_mixed_precision_is_close_to_float32(tiny_model_dir, encoder_nlp):
-    nlp = make_nlp(tiny_model_dir, mixed_precision=True)
+def test_bf16_is_close_to_float32(tiny_model_dir, encoder_nlp):
+    nlp = make_nlp(tiny_model_dir, precision="bf16")
     fast = nlp(TEXTS[0])._.mlm_encoding.hidden
     exact = encoder_nlp(TEXTS[0])._.mlm_encoding.hidden
     assert fast.dtype == np.float32
