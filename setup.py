@@ -47,6 +47,7 @@ setup(
             "mlm_ner = spacy_mlm.pipeline.ner:make_mlm_ner",
             "mlm_textcat = spacy_mlm.pipeline.classifier:make_mlm_textcat",
             "mlm_regressor = spacy_mlm.pipeline.regressor:make_mlm_regressor",
+            "mlm_senses = spacy_mlm.pipeline.senses:make_mlm_senses",
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",
@@ -58,12 +59,14 @@ setup(
             "spacy_mlm.TokenTagger.v3 = spacy_mlm.models.tagger:build_token_tagger_v3",
             "spacy_mlm.ClassifierHead.v3 = spacy_mlm.models.classifier:build_classifier_head_v3",
             "spacy_mlm.RegressionHead.v1 = spacy_mlm.models.classifier:build_regression_head_v1",
+            "spacy_mlm.SenseHead.v1 = spacy_mlm.models.senses:build_sense_head_v1",
         ],
         "spacy_readers": [
             "spacy_mlm.ConllCorpus.v1 = spacy_mlm.readers.conll:create_conll_corpus_v1",
             "spacy_mlm.NLICorpus.v1 = spacy_mlm.readers.nli:create_nli_corpus_v1",
             "spacy_mlm.PairScoreCorpus.v1 = spacy_mlm.readers.pair_scores:create_pair_score_corpus_v1",
             "spacy_mlm.TextCatCorpus.v1 = spacy_mlm.readers.textcat:create_textcat_corpus_v1",
+            "spacy_mlm.WiCCorpus.v1 = spacy_mlm.readers.wic:create_wic_corpus_v1",
         ],
         "spacy_augmenters": [
             "spacy_mlm.sentences_in_context.v1 = spacy_mlm.readers.context:create_sentences_in_context_v1",
@@ -80,6 +83,7 @@ setup(
         "spacy_scorers": [
             "spacy_mlm.textcat_scorer.v1 = spacy_mlm.scoring.textcat:make_textcat_scorer",
             "spacy_mlm.regression_scorer.v1 = spacy_mlm.scoring.regression:make_regression_scorer",
+            "spacy_mlm.wic_scorer.v1 = spacy_mlm.scoring.wic:make_wic_scorer",
         ],
         "spacy_callbacks": [
             "spacy_mlm.atomic_to_disk.v1 = spacy_mlm.util.save:make_atomic_to_disk",

@@ -9,11 +9,11 @@ __version__ = "0.1.0"
 # optimizer, schedule, logger, scorer, callback and misc functions (one per setup.py entry point:
 # the entry points do the same for spaCy when the package is installed).
 from .models import classifier as _classifier_head, encoder as _encoder, listener as _listener  # noqa: E402,F401
-from .models import tagger as _tagger  # noqa: E402,F401
+from .models import senses as _sense_head, tagger as _tagger  # noqa: E402,F401
 from .pipeline import classifier as _classifier, encoder as _encoder_component, ner as _ner  # noqa: E402,F401
-from .pipeline import regressor as _regressor, vectors as _vectors  # noqa: E402,F401
+from .pipeline import regressor as _regressor, senses as _senses, vectors as _vectors  # noqa: E402,F401
 from .readers import conll as _conll, nli as _nli, pair_scores as _pair_scores, textcat as _textcat  # noqa: E402,F401
-from .scoring import regression as _regression_scorer, textcat as _textcat_scorer  # noqa: E402,F401
+from .scoring import regression as _regression_scorer, textcat as _textcat_scorer, wic as _wic_scorer  # noqa: E402,F401
 from .readers import context as _sentences_in_context  # noqa: E402,F401
 from .similarity import transforms as _transforms  # noqa: E402,F401
 from .training import logger as _console_logger, optimizer as _layer_decay, schedules as _schedules  # noqa: E402,F401
@@ -33,7 +33,7 @@ from .readers.corpus import read_corpus  # noqa: E402
 from .readers.nli import read_nli  # noqa: E402
 from .readers.pair_scores import read_pair_scores  # noqa: E402
 from .readers.textcat import read_textcat  # noqa: E402
-from .readers.wic import read_wic_split, target_span  # noqa: E402
+from .readers.wic import read_wic_split, target_span, wic_training_example  # noqa: E402
 from .readers.wsd import read_wsd_corpus, sentence_doc  # noqa: E402
 
 # Tag schemes and scoring
@@ -69,7 +69,7 @@ __all__ = [
     "__version__",
     "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "make_pair_doc",
     "select", "conll_documents_to_docs", "read_conll", "read_corpus", "read_nli", "read_pair_scores", "read_textcat",
-    "read_wic_split", "target_span", "read_wsd_corpus", "sentence_doc",
+    "read_wic_split", "target_span", "wic_training_example", "read_wsd_corpus", "sentence_doc",
     "paired_bootstrap", "correctness_counts", "pearson", "spearman", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",
     "make_tag_labels", "spans_to_tags", "tags_to_spans",
     "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",

@@ -121,10 +121,16 @@ def task_data(tmp_path_factory):
     conll_to_docbin(ASSETS / "conll2003" / "train.txt", out / "train.spacy")
     conll_to_docbin(ASSETS / "conll2003" / "valid.txt", out / "dev.spacy")
     docbins = {"paths.train": str(out / "train.spacy"), "paths.dev": str(out / "dev.spacy")}
+    # spaCy's debug data fails a training set under 100 examples: WiC train and dev together (144 pairs)
+    wic_train = out / "wic.data.txt"
+    for kind in ("data", "gold"):
+        text = "".join((ASSETS / "wic" / split / f"{split}.{kind}.txt").read_text(encoding="utf8") for split in ("train", "dev"))
+        (out / f"wic.{kind}.txt").write_text(text, encoding="utf8")
     return {
         "ner": docbins,
         "vectors": docbins,
         "textcat": {"paths.train": str(ASSETS / "sst2" / "train.tsv"), "paths.dev": str(ASSETS / "sst2" / "dev.tsv")},
+        "senses": {"paths.train": str(wic_train), "paths.dev": str(ASSETS / "wic" / "dev" / "dev.data.txt")},
         "nli": {"paths.train": str(ASSETS / "snli" / "dev.jsonl"),
                 "paths.dev": str(ASSETS / "mnli_sample" / "dev_matched_sample1000.tsv")},
     }
@@ -149,6 +155,7 @@ INIT_CONFIG_RUNS = [
     ("textcat", [], {"corpora.dev.limit": 20}),
     ("nli", [], {"corpora.dev.limit": 20}),
     ("vectors", [], {}),
+    ("senses", [], {}),
 ]
 
 

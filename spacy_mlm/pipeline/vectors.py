@@ -93,7 +93,39 @@ def make_mlm_vectors(
     return ContextualVectors(nlp.vocab, name, pooling, layer, n_layers, transform, sense_key)
 
 
-class ContextualVectors(Pipe):
+class SenseLookup:
+    """The sense inventory of a component that sets `doc._.mlm_vectors`
+    (`mlm_vectors`, `mlm_senses`): examples go in and senses are assigned in
+    that component's vector space. Needs `self.senses` and `self.sense_key`."""
+
+    senses: SenseInventory
+    sense_key: str
+
+    def key_of(self, token: Token) -> str:
+        if self.sense_key == "lemma":
+            return token.lemma_ or token.lower_
+        return token.lower_ if self.sense_key == "lower" else token.text
+
+    def add_sense_examples(self, examples: Iterable[Tuple[Union[Token, Span], str]]) -> int:
+        """Add (token or span, sense label) examples from docs processed by this
+        pipeline; a span is keyed by its tokens' keys joined with spaces."""
+        n = 0
+        for target, sense in examples:
+            tokens = [target] if isinstance(target, Token) else list(target)
+            self.senses.add(" ".join(self.key_of(t) for t in tokens), sense, target.vector)
+            n += 1
+        return n
+
+    def _assign_senses(self, doc: Doc) -> None:
+        vectors = doc._.get(VECTORS_ATTR)
+        for token in doc:
+            got = self.senses.assign(self.key_of(token), vectors[token.i])
+            if got is not None:
+                token._.sense = got.sense
+                token._.sense_score = got.score
+
+
+class ContextualVectors(SenseLookup, Pipe):
     def __init__(self, vocab, name: str, pooling: str, layer: int, n_layers: int, transform, sense_key: str):
         if pooling not in TOKEN_POOLINGS:
             raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
@@ -159,30 +191,6 @@ class ContextualVectors(Pipe):
             logger.warning("%s: cleared %d sense entries fitted under the previous transform", self.name, len(self.senses))
             self.senses = SenseInventory()
         return total
-
-    # -- senses -----------------------------------------------------------------------
-    def key_of(self, token: Token) -> str:
-        if self.sense_key == "lemma":
-            return token.lemma_ or token.lower_
-        return token.lower_ if self.sense_key == "lower" else token.text
-
-    def add_sense_examples(self, examples: Iterable[Tuple[Union[Token, Span], str]]) -> int:
-        """Add (token or span, sense label) examples from docs processed by this
-        pipeline; a span is keyed by its tokens' keys joined with spaces."""
-        n = 0
-        for target, sense in examples:
-            tokens = [target] if isinstance(target, Token) else list(target)
-            self.senses.add(" ".join(self.key_of(t) for t in tokens), sense, target.vector)
-            n += 1
-        return n
-
-    def _assign_senses(self, doc: Doc) -> None:
-        vectors = doc._.get(VECTORS_ATTR)
-        for token in doc:
-            got = self.senses.assign(self.key_of(token), vectors[token.i])
-            if got is not None:
-                token._.sense = got.sense
-                token._.sense_score = got.score
 
     # -- serialization --------------------------------------------------------------
     def _cfg(self) -> dict:

@@ -8,16 +8,30 @@ index may be inflected ("broke"), so the index, not the lemma, locates it.
 
 Words are located by character offsets in the sentence, so the spaCy tokenizer
 may split or merge them differently (`target_span` expands to whole tokens).
+
+For `spacy train` (`spacy_mlm.WiCCorpus.v1`) a pair is one Example: a pair Doc
+(`make_pair_doc`: both sentences, `doc._.mlm_pair_start` where the second
+starts) with the two targets as the span group `doc.spans["sense_pair"]` on
+both sides (they are input, not gold), and the label as
+`reference.cats["SAME_SENSE"]` (1.0 / 0.0). Span groups, cats and the pair
+start (user data) survive `Example` copies and `DocBin(store_user_data=True)`.
 """
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
+from spacy.language import Language
 from spacy.tokens import Doc, Span
+from spacy.training import Example
+from spacy.util import registry
 
 from ..errors import DataFormatError
-from .common import iter_lines, split_tsv
+from ..tokenization.pair import PAIR_ATTR, make_pair_doc
+from .common import iter_lines, require_examples, select, split_tsv
+
+SENSE_PAIR_KEY = "sense_pair"
+SAME_SENSE = "SAME_SENSE"
 
 _WORD = re.compile(r"\S+")
 
@@ -106,3 +120,46 @@ def read_wic_split(data_dir: Union[str, Path], split: str) -> List[WicExample]:
     folder = Path(data_dir) / split
     gold = folder / f"{split}.gold.txt"
     return read_wic(folder / f"{split}.data.txt", gold if gold.is_file() else None)
+
+
+def wic_pair_doc(nlp: Language, example: WicExample) -> Doc:
+    """The pair Doc of a WiC example with its two targets in `doc.spans["sense_pair"]`."""
+    doc = make_pair_doc(nlp, example.sentence1, example.sentence2)
+    b_start = doc[doc._.get(PAIR_ATTR)].idx
+    (s1, e1), (s2, e2) = example.char_span1, example.char_span2
+    doc.spans[SENSE_PAIR_KEY] = [target_span(doc, (s1, e1)), target_span(doc, (b_start + s2, b_start + e2))]
+    return doc
+
+
+def wic_training_example(nlp: Language, example: WicExample) -> Example:
+    """The Example of a labelled WiC pair (see the module docstring)."""
+    predicted = wic_pair_doc(nlp, example)
+    reference = predicted.copy()
+    reference.cats = {SAME_SENSE: float(example.label)}
+    return Example(predicted, reference)
+
+
+def gold_path_of(data_path: Path) -> Path:
+    """`x.data.txt` -> `x.gold.txt` (WiC's layout)."""
+    name = data_path.name
+    if not name.endswith(".data.txt"):
+        raise DataFormatError(data_path, None, "a WiC data file is named <split>.data.txt (its labels in <split>.gold.txt)")
+    return data_path.with_name(name[: -len(".data.txt")] + ".gold.txt")
+
+
+@registry.readers("spacy_mlm.WiCCorpus.v1")
+def create_wic_corpus_v1(
+    path: Path, limit: int = 0, shuffle: bool = False, seed: int = 0
+) -> Callable[[Language], Iterator[Example]]:
+    """Labelled WiC pairs for `spacy train` (the `mlm_senses` component):
+    `path` is a `<split>.data.txt` file, read with the `<split>.gold.txt` beside
+    it. `limit` > 0 keeps that many pairs (after a seeded shuffle if `shuffle`)."""
+    path = Path(path)
+
+    def read(nlp: Language) -> Iterator[Example]:
+        examples = select(read_wic(path, gold_path_of(path)), limit, shuffle, seed)
+        require_examples(path, len(examples), "WiC pairs")
+        for example in examples:
+            yield wic_training_example(nlp, example)
+
+    return read

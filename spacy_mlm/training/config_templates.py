@@ -2,7 +2,7 @@
 write, and the shipped configs/ made from them.
 
 A pipeline config is `templates/pipeline.cfg.jinja` rendered for one task
-(ner, textcat, nli, vectors) with its budgets from `TASKS`; the pretraining
+(ner, textcat, nli, vectors, senses) with its budgets from `TASKS`; the pretraining
 config is the defaults `spacy_mlm.pretraining.config.DEFAULT_CONFIG` with a
 header. Every file in configs/ is one of these with the arguments in
 `SHIPPED` (tests/test_configs.py checks that they match), so a setting is
@@ -44,6 +44,9 @@ TASKS: Dict[str, TaskSettings] = {
     "nli": TaskSettings("nli", 2000, 250, 32, 200, 2e-4),
     # nothing is trained: one step, so that `spacy train` ends at once
     "vectors": TaskSettings("vectors", 1, 1, 32, 0, 1e-4),
+    # 2 epochs of WiC train (5,428 pairs) in batches of 16 for a head of ~400 weights, at a
+    # high rate: chosen on train pairs split by target word (docs/similarity.md)
+    "senses": TaskSettings("senses", 680, 170, 16, 0, 0.1),
 }
 
 # configs/<name>: the init-config arguments that write it.
@@ -52,6 +55,7 @@ SHIPPED = {
     "textcat.cfg": {"task": "textcat"},
     "nli.cfg": {"task": "nli"},
     "vectors.cfg": {"task": "vectors"},
+    "senses.cfg": {"task": "senses"},
 }
 SHIPPED_PRETRAINING = "pretraining/pretrain.cfg"
 

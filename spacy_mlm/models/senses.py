@@ -1,0 +1,147 @@
+"""The sense head: a torch module that maps the encoder's per-layer token
+vectors to a space where cosine means "same sense in context".
+
+For a token with per-layer vectors x_0 (the embedding layer) ... x_L and its
+sentence's per-layer mean vectors y_0 ... y_L it returns
+
+    (1 + s) * (v(x) + c * v(y)),   v(x) = sum_k softmax(a)_k x_k - b * x_0
+
+with learned layer logits a (which layers carry word sense differs by model:
+the middle ones beat the top one on WiC for MiniLM), b (how much of the
+word's context-free embedding to take out, as the remove_static transform
+does: two occurrences of a word share it whatever their senses), c (how much
+the sentence decides the sense: with a small encoder the word's own vector
+holds little of its context) and a per-dimension scale s. All start at zero
+(a uniform layer mix, nothing removed, no sentence, no rescaling) and the
+optimizer's weight decay pulls them back there, so training moves away from
+the plain layer mix only as far as the pairs ask.
+
+Why a diagonal scale and not a full width x width projection: on WiC train
+pairs split by target word (the dev words are mostly unseen in train), a full
+projection (147k weights for MiniLM) fitted the seen words and lost on the
+unseen ones (0.55-0.58 accuracy, below the untrained mix with the sentence),
+where this head (about 400 weights) gained (0.60-0.62); docs/similarity.md.
+
+The map is linear, so a span's vector (the mean of its tokens') is the map of
+the mean, and tokens without pieces stay zero. The learned scale and bias of
+the pair loss (`spacy_mlm.similarity.losses`) live here too, so they are
+trained and saved with the head.
+
+`spacy_mlm.SenseHead.v1` wraps it for thinc: input one `DocEncoding` per Doc
+(built with every layer's output), output one (n_tokens, width) tensor per
+Doc. In training the outputs are leaves whose gradients the component's loss
+fills; backprop pushes them through the head (the encoder stays frozen).
+"""
+import math
+from typing import List, Optional
+
+import torch
+from spacy.util import registry
+from thinc.api import Model
+
+from ..errors import SpacyMlmError
+from .encoding import DocEncoding
+from .pooling import TOKEN_POOLINGS, pool_tokens
+from .torch_shim import TorchShim
+
+
+class SenseHead(torch.nn.Module):
+    def __init__(self, width: int, n_states: int, context: bool, init_scale: float):
+        super().__init__()
+        self.layer_logits = torch.nn.Parameter(torch.zeros(n_states))
+        self.static = torch.nn.Parameter(torch.tensor(0.0))
+        self.context = torch.nn.Parameter(torch.tensor(0.0)) if context else None
+        self.scale = torch.nn.Parameter(torch.zeros(width))
+        self.log_scale = torch.nn.Parameter(torch.tensor(math.log(init_scale)))
+        self.bias = torch.nn.Parameter(torch.tensor(0.0))
+
+    def layer_weights(self) -> torch.Tensor:
+        return torch.softmax(self.layer_logits, dim=0)
+
+    def _mix(self, states: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("s,nsw->nw", self.layer_weights(), states) - self.static * states[:, 0]
+
+    def forward(self, tokens: torch.Tensor, sentences: torch.Tensor) -> torch.Tensor:
+        """tokens, sentences: (n, n_states, width) per-layer vectors of each
+        token and of its sentence; returns (n, width)."""
+        out = self._mix(tokens)
+        if self.context is not None:
+            out = out + self.context * self._mix(sentences)
+        return out * (1.0 + self.scale)
+
+
+def layer_stacks(encoding: DocEncoding, pooling: str):
+    """(n_tokens, n_states, width) per-layer token vectors of one doc and the
+    (n_tokens, n_states, width) per-layer mean over its tokens with pieces
+    (the sentence), as ordinary tensors (an encoder's inference tensors cannot
+    be saved for backward)."""
+    layers = encoding.layers_tensor
+    if layers is None:
+        raise SpacyMlmError(
+            "the sense head mixes the encoder's layers: build the mlm_encoder model with output_hidden_states = true"
+        )
+    tokens = torch.stack([pool_tokens(layers[k], encoding.alignment, pooling) for k in range(len(layers))], dim=1).clone()
+    present = tokens[:, -1].abs().sum(dim=-1) > 0
+    sentence = tokens[present].mean(dim=0) if bool(present.any()) else tokens.new_zeros(tokens.shape[1:])
+    return tokens, sentence.expand_as(tokens)
+
+
+@registry.architectures("spacy_mlm.SenseHead.v1")
+def build_sense_head_v1(pooling: str = "mean", context: bool = True, init_scale: float = 10.0) -> Model[List[DocEncoding], List[torch.Tensor]]:
+    """Sense vectors (n_tokens, width) per Doc from its `doc._.mlm_encoding`.
+
+    pooling: how a token's pieces become one vector (per layer): mean | first | last | max.
+    context: add the sentence's (learned weight) to each token's vector (see the module docstring).
+    init_scale: the starting scale of the pair loss's logits (scale * cosine + bias)."""
+    if pooling not in TOKEN_POOLINGS:
+        raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
+    if not init_scale > 0:
+        raise SpacyMlmError(f"init_scale must be > 0, got {init_scale}")
+    return Model(
+        "mlm_sense_head",
+        _forward,
+        init=_init,
+        dims={"nO": None},
+        shims=[TorchShim(build=SenseHead)],
+        attrs={"pooling": pooling, "context": bool(context), "init_scale": float(init_scale)},
+    )
+
+
+def sense_head(model: Model) -> SenseHead:
+    return model.shims[0].module
+
+
+def _init(model: Model, X: Optional[List[DocEncoding]] = None, Y=None):
+    """Sizes from a sample encoding: its width and number of hidden states."""
+    if not X:
+        raise SpacyMlmError("the sense head is initialized from sample encodings (to read the encoder's width and layers)")
+    tokens, _ = layer_stacks(X[0], model.attrs["pooling"])
+    model.set_dim("nO", int(tokens.shape[-1]), force=True)
+    model.shims[0].build(width=int(tokens.shape[-1]), n_states=int(tokens.shape[1]),
+                         context=model.attrs["context"], init_scale=model.attrs["init_scale"])
+    return model
+
+
+def _forward(model: Model, encodings: List[DocEncoding], is_train: bool):
+    head = sense_head(model)
+    device = head.layer_logits.device
+    stacks = [layer_stacks(e, model.attrs["pooling"]) for e in encodings]
+    sizes = [len(t) for t, _ in stacks]
+    if not stacks:
+        return [], lambda d: []
+    tokens = torch.cat([t for t, _ in stacks]).to(device)
+    sentences = torch.cat([s for _, s in stacks]).to(device)
+    if not is_train:
+        head.eval()
+        with torch.no_grad():
+            return list(torch.split(head(tokens, sentences), sizes)), lambda d: []
+    head.train()
+    out = head(tokens, sentences)
+    leaves = [x.detach().requires_grad_(True) for x in torch.split(out, sizes)]
+
+    def backprop(d_outputs: List[torch.Tensor]) -> List[DocEncoding]:
+        """d_outputs: per Doc, the gradient of the loss for its vectors."""
+        torch.autograd.backward(out, torch.cat(list(d_outputs)))
+        return []
+
+    return leaves, backprop
