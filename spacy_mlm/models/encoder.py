@@ -34,7 +34,7 @@ from .hf import (
 from ..scoring.similarity import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
 from .onnx_backbone import (
-    GRAPH_FORMAT, OnnxBackbone, export_backbone, fuse_transformer, layer_nodes, quantize_int8, with_settings,
+    GRAPH_FORMAT, OnnxBackbone, export_backbone, layer_matmuls, quantize_int8, with_settings,
 )
 from .torch_shim import TorchShim
 from ..tokenization.tokenizer import DocPieces, PieceTokenizer
@@ -248,7 +248,7 @@ def graph_settings(model: Model) -> Dict:
 def set_inference_graph(model: Model, saved: Optional[OnnxBackbone]) -> None:
     """For backend "onnx", the graph that runs at prediction: `saved` (from a
     saved pipeline) when it was made with this encoder's settings, otherwise one
-    exported, fused (and quantized) from the torch model now."""
+    exported (and quantized) from the torch model now."""
     if model.attrs["backend"] != "onnx":
         model.attrs["onnx"] = None
         return
@@ -256,22 +256,21 @@ def set_inference_graph(model: Model, saved: Optional[OnnxBackbone]) -> None:
     if saved is not None and saved.settings == settings:
         model.attrs["onnx"] = saved
         return
-    graph = _fused_graph(model)
+    graph = _fp32_graph(model)
     if settings["precision"] == "int8":
         graph = _int8_graph(model, graph, settings["fp32_layers"])
     model.attrs["onnx"] = OnnxBackbone(with_settings(graph, settings))
 
 
-def _fused_graph(model: Model) -> bytes:
-    """The torch model's fp32 ONNX graph with ONNX Runtime's transformer fusions."""
-    hf_model = get_hf_model(model)
-    graph = export_backbone(hf_model, type_ids=model.attrs["type_ids"], hidden_states=model.attrs["output_hidden_states"])
-    return fuse_transformer(graph, int(hf_model.config.num_attention_heads), int(hf_model.config.hidden_size))
+def _fp32_graph(model: Model) -> bytes:
+    return export_backbone(
+        get_hf_model(model), type_ids=model.attrs["type_ids"], hidden_states=model.attrs["output_hidden_states"]
+    )
 
 
-def _int8_graph(model: Model, fused: bytes, fp32_layers: Sequence[int]) -> bytes:
+def _int8_graph(model: Model, fp32: bytes, fp32_layers: Sequence[int]) -> bytes:
     n_layers = int(get_hf_model(model).config.num_hidden_layers)
-    return quantize_int8(fused, layer_nodes(fused, fp32_layers, n_layers))
+    return quantize_int8(fp32, layer_matmuls(fp32, fp32_layers, n_layers))
 
 
 def choose_fp32_layers(model: Model, docs: Sequence[Doc], min_cosine: float, keep: Sequence[int] = ()) -> List[int]:
@@ -287,10 +286,10 @@ def choose_fp32_layers(model: Model, docs: Sequence[Doc], min_cosine: float, kee
     try:
         model.attrs.update(onnx=None, precision="fp32", backend="torch")
         reference = _piece_vectors(model, docs)
-        fused = _fused_graph(model)
+        fp32 = _fp32_graph(model)
 
         def cosine(layers: Sequence[int]) -> float:
-            model.attrs["onnx"] = OnnxBackbone(_int8_graph(model, fused, layers))
+            model.attrs["onnx"] = OnnxBackbone(_int8_graph(model, fp32, layers))
             return float(np.mean(cosine_rows(_piece_vectors(model, docs), reference))) if len(reference) else 1.0
 
         chosen = sorted({layer % n_layers for layer in keep})

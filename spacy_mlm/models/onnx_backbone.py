@@ -5,18 +5,18 @@
 ones `models/encoder.py` feeds the torch model (input_ids, attention_mask and,
 for models that read them, token_type_ids) and whose outputs are the ones it
 reads: the top layer, the pooled [CLS] row when the model has a pooler, and all
-hidden states stacked when the encoder keeps every layer. `fuse_transformer`
-applies ONNX Runtime's transformer fusions (one Attention node per layer,
-SkipLayerNormalization, BiasGelu, EmbedLayerNormalization) offline.
-`quantize_int8` turns the fused graph's matrix products, the Attention nodes'
-QKV projections included, into dynamic int8 ones (int8 weights per channel,
-activations quantized per batch), leaving chosen transformer layers in fp32
-when int8 costs too much accuracy there: quantizing the fused graph is what
-makes int8 fast, since the unfused QKV projections run as three small products
-each (measured on MiniLM, 1 thread: about 1.8x the words/s of int8 without the
-fusions, same cosine to fp32). `OnnxBackbone` runs a graph with the call
-signature of a Hugging Face model, so the encoder's forward uses either in the
-same way.
+hidden states stacked when the encoder keeps every layer. `quantize_int8`
+turns the graph's weight matrix products into dynamic int8 ones (int8 weights
+per channel, activations quantized per batch), leaving chosen transformer layers
+in fp32 when int8 costs too much accuracy there. `OnnxBackbone` runs a graph
+with the call signature of a Hugging Face model, so the encoder's forward uses
+either in the same way.
+
+The graph is not passed through ONNX Runtime's offline transformer optimizer
+(`onnxruntime.transformers.optimizer`): its fused Attention / QAttention
+kernels ran slower than the unfused graph on MiniLM at one thread (CPU words/s
+2925 vs 3092 at fp32, 5979 vs 6296 at int8, docs/ARCHITECTURE.md); the session's
+own graph optimizations (ORT_ENABLE_ALL) still run when a graph loads.
 
 A graph is data: ONNX Runtime runs only its own built-in operators on it (no
 custom-op library is registered and nothing is unpickled), so a saved pipeline's
@@ -46,13 +46,11 @@ ONNX_FILE = "backbone.onnx"
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 LAST, POOLED, LAYERS = "last_hidden_state", "pooler_output", "hidden_states"
-# the nodes holding the weight matrices once the graph is fused
-QUANTIZED_OPS = ("MatMul", "Attention")
 # metadata_props key holding the settings the graph was exported with
 SETTINGS_KEY = "spacy_mlm_settings"
-# how graphs are made (export, fusions, quantized ops); a saved graph of another
-# format is made again from the saved weights when the pipeline loads
-GRAPH_FORMAT = 2
+# how graphs are made (exporter, quantized ops); a saved graph of another format
+# is made again from the saved weights when the pipeline loads
+GRAPH_FORMAT = 1
 
 
 def require_onnxruntime():
@@ -135,32 +133,11 @@ def export_backbone(hf_model: torch.nn.Module, *, type_ids: bool, hidden_states:
     return buffer.getvalue()
 
 
-def fuse_transformer(graph: bytes, n_heads: int, width: int) -> bytes:
-    """The graph after ONNX Runtime's transformer fusions (its Python optimizer,
-    offline: no download, no ORT session). Subgraphs it does not recognise stay
-    as they were, so a model family it knows less well still runs, only slower."""
-    require_onnxruntime()
-    import onnx
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    # the optimizer logs each fusion at INFO and warns about the subgraphs it leaves
-    with _quiet_logger("onnxruntime.transformers"), warnings.catch_warnings(), tempfile.TemporaryDirectory() as tmp:
-        warnings.simplefilter("ignore")
-        fused = optimize_model(
-            onnx.load_from_string(graph), model_type="bert", num_heads=n_heads, hidden_size=width, opt_level=0
-        )
-        # its own save sorts the graph and declares the com.microsoft opset of the fused nodes
-        target = Path(tmp) / "fused.onnx"
-        fused.save_model_to_file(str(target))
-        return target.read_bytes()
-
-
-def layer_nodes(graph: bytes, layers: Sequence[int], n_layers: int) -> List[str]:
-    """Names of the weight-bearing nodes (MatMul, fused Attention) of the given
-    transformer layers (negative counts from the top, -1 = the last). A node
-    belongs to layer i when its name or an output carries the exporter's module
-    path `/layer.i/` (BERT, RoBERTa, XLM-R, DistilBERT); a fused Attention node
-    keeps the output name of the subgraph it replaced, so it is found the same way."""
+def layer_matmuls(graph: bytes, layers: Sequence[int], n_layers: int) -> List[str]:
+    """Names of the fp32 MatMul nodes of the given transformer layers (negative
+    counts from the top, -1 = the last), from the exporter's module-path node
+    names (`.../layer.3/attention/self/query/MatMul` for BERT, RoBERTa, XLM-R,
+    DistilBERT)."""
     import onnx
 
     wanted = set()
@@ -170,17 +147,14 @@ def layer_nodes(graph: bytes, layers: Sequence[int], n_layers: int) -> List[str]
             raise SpacyMlmError(f"fp32_layers: layer {layer} does not exist in a {n_layers}-layer encoder")
         wanted.add(f"/layer.{index}/")
     nodes = onnx.load_from_string(graph).graph.node
-    return [
-        n.name for n in nodes
-        if n.op_type in QUANTIZED_OPS and any(w in name for w in wanted for name in (n.name, *n.output))
-    ]
+    return [n.name for n in nodes if n.op_type == "MatMul" and any(w in n.name for w in wanted)]
 
 
 def quantize_int8(graph: bytes, keep_fp32: Sequence[str] = ()) -> bytes:
-    """Dynamic int8 quantization of the graph's MatMul and Attention nodes
-    (per-channel int8 weights), except the nodes named in `keep_fp32`."""
+    """Dynamic int8 quantization of the graph's MatMuls with a weight (per-channel
+    int8 weights: per-tensor ones ran no faster and moved MiniLM's piece vectors to
+    a cosine of 0.95 against 0.99), except the nodes named in `keep_fp32`."""
     require_onnxruntime()
-    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with tempfile.TemporaryDirectory() as tmp, _quiet_logger("root"):
@@ -189,20 +163,18 @@ def quantize_int8(graph: bytes, keep_fp32: Sequence[str] = ()) -> bytes:
         quantize_dynamic(
             source,
             target,
-            op_types_to_quantize=list(QUANTIZED_OPS),
+            op_types_to_quantize=["MatMul"],
             per_channel=True,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=list(keep_fp32),
-            # shape inference knows no types behind the fused (com.microsoft) nodes
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
         return target.read_bytes()
 
 
 @contextmanager
 def _quiet_logger(name: str):
-    """Silence a library's logger below ERROR for a block (ORT's quantizer logs
-    advice to the root logger, its optimizer every fusion)."""
+    """Silence a logger below ERROR for a block (ORT's quantizer logs advice on
+    preprocessing to the root logger at every call)."""
     logger = logging.getLogger(name)
     level = logger.level
     logger.setLevel(logging.ERROR)
