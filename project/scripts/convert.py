@@ -1,6 +1,7 @@
 """Convert the project's data (embedded default or the real sets) into training files.
 
-* NER, CoNLL -> `ner_train.spacy` / `ner_dev.spacy` (DocBin with entities)
+* NER, CoNLL -> `ner_train.spacy` / `ner_dev.spacy` (DocBin with entities, one sentence
+  per Doc) and `ner_train_docs.spacy` / `ner_dev_docs.spacy` (whole documents)
 * text classification, any format `spacy_mlm.readers.textcat` reads (SST-2 TSV,
   AG News CSV, TREC, JSONL) -> `textcat_{train,dev}.jsonl` with `text` / `label`
 * NLI, any format `spacy_mlm.readers.nli` reads (SNLI/MultiNLI JSONL, GLUE/SICK
@@ -62,6 +63,25 @@ def convert_ner(source: Path, output: Path, limit: int) -> str:
     return f"{len(docs)} sentences, {sum(len(d.ents) for d in docs)} entities"
 
 
+def convert_ner_documents(source: Path, output: Path, limit: int) -> str:
+    """Whole documents (`convert-conll --n-sents 0`), for NER that reads each sentence in
+    its document; with a limit, seeded whole documents until `limit` sentences."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    documents = select(read_conll(source), 0, shuffle=bool(limit), seed=0)
+    n_sents = 0
+    for k, document in enumerate(documents):
+        if limit and n_sents >= limit:
+            documents = documents[:k]
+            break
+        n_sents += len(document.sentences)
+    docs = list(conll_documents_to_docs(spacy.blank("en").vocab, documents, n_sents=0))
+    docbin = DocBin(attrs=["ORTH", "SENT_START", "ENT_IOB", "ENT_TYPE"], store_user_data=False, docs=docs)
+    atomic_write_bytes(output, docbin.to_bytes())
+    return f"{len(docs)} documents, {n_sents} sentences, {sum(len(d.ents) for d in docs)} entities"
+
+
 def convert_textcat(source: Path, output: Path, names, limit: int) -> str:
     data = read_textcat(source, label_names=names)
     examples = select(data.examples, limit, shuffle=bool(limit), seed=0)
@@ -118,6 +138,10 @@ def main() -> None:
     steps = [
         ("ner train", lambda: convert_ner(data / args.ner_train, out / "ner_train.spacy", args.train_limit)),
         ("ner dev", lambda: convert_ner(data / args.ner_dev, out / "ner_dev.spacy", args.dev_limit)),
+        ("ner train docs", lambda: convert_ner_documents(data / args.ner_train, out / "ner_train_docs.spacy",
+                                                         args.train_limit)),
+        ("ner dev docs", lambda: convert_ner_documents(data / args.ner_dev, out / "ner_dev_docs.spacy",
+                                                       args.dev_limit)),
         ("textcat train", lambda: convert_textcat(data / args.textcat_train, out / "textcat_train.jsonl",
                                                   label_names(args.textcat_labels), args.train_limit)),
         ("textcat dev", lambda: convert_textcat(data / args.textcat_dev, out / "textcat_dev.jsonl",
