@@ -17,6 +17,7 @@ import spacy_mlm  # noqa: F401  (registers everything)
 REGISTRIES = [
     ("architectures", "Architectures", "@architectures"),
     ("readers", "Corpus readers", "@readers"),
+    ("augmenters", "Corpus augmenters", "@augmenters"),
     ("scorers", "Scorers", "@scorers"),
     ("optimizers", "Optimizers", "@optimizers"),
     ("schedules", "Learning-rate schedules", "@schedules"),

@@ -11,7 +11,7 @@ REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 
 def registered_names():
     names = [n for n, f in registry.factories.get_all().items() if f.__module__.startswith("spacy_mlm")]
-    for reg in ("architectures", "readers", "scorers", "optimizers", "schedules", "loggers", "callbacks", "misc"):
+    for reg in ("architectures", "readers", "augmenters", "scorers", "optimizers", "schedules", "loggers", "callbacks", "misc"):
         names += [n for n in getattr(registry, reg).get_all() if n.startswith("spacy_mlm.")]
     return names
 
