@@ -29,9 +29,9 @@ For a pair Doc with a `doc.spans["sense_pair"]` (the two targets) it sets
 `doc._.same_sense` (that cosine >= the stored threshold), which the WiC scorer
 reads. The threshold is `cfg["threshold"]`, saved with the component: during
 training it is re-tuned after every update, exactly (`tune_threshold`), on the
-head's scores (dropout off) of the last `threshold_pairs` training pairs;
-those scores come from the head as it was at each update, a little stale for
-the early ones. `fit_threshold(examples)` re-tunes it on fresh scores.
+head's scores of the last `threshold_pairs` training pairs (the head has no
+dropout, so these are the scores of each update's forward pass); those scores
+come from the head as it was at each update, a little stale for the early ones. `fit_threshold(examples)` re-tunes it on fresh scores.
 """
 from collections import deque
 from itertools import islice
@@ -45,7 +45,7 @@ from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import ensure_path
-from thinc.api import Model, set_dropout_rate
+from thinc.api import Model
 
 from ..errors import ModelLoadError, SpacyMlmError
 from ..models.encoding import ENCODING_ATTR, DocEncoding
@@ -201,22 +201,20 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
 
     # -- training --------------------------------------------------------------------
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None, losses=None):
+        """One step on a batch of labelled pairs (`drop` is unused: the head has no dropout)."""
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_examples(examples, "SenseSimilarity.update")
         if not examples:
             return losses
-        docs = [eg.predicted for eg in examples]
         groups = [_sense_pair(eg, i) for i, eg in enumerate(examples)]
-        encodings, counts = self._parts(docs)
-        set_dropout_rate(self.model, drop)
-        vectors, leaves, backprop = self._doc_vectors(encodings, counts, is_train=True)
-        loss, labels = self.get_loss(examples, (vectors, groups))
+        vectors, leaves, backprop = self._doc_vectors(*self._parts([eg.predicted for eg in examples]), is_train=True)
+        targets = _target_vectors(vectors, groups)
+        loss, labels = self.get_loss(examples, targets)
         backprop([leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves])
         losses[self.name] += loss
-        clean, _, _ = self._doc_vectors(encodings, counts, is_train=False)
-        scores = pair_cosines(*_target_vectors(clean, groups))
+        scores = pair_cosines(*(t.detach() for t in targets))
         self._recent.extend(zip(scores.tolist(), labels.tolist()))
         self.cfg["threshold"] = tune_threshold(*zip(*self._recent))[0]
         if sgd is not None:
@@ -225,14 +223,14 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
 
     def get_loss(self, examples: Iterable[Example], scores) -> Tuple[float, numpy.ndarray]:
         """The pair loss (`spacy_mlm.similarity.losses`) of the targets' vectors
-        against `cats["SAME_SENSE"]`; its backward fills the gradients of the
-        vectors (leaves of the head's forward) and of the loss's scale and bias.
+        (`scores`: first and second targets, (n, width) each) against
+        `cats["SAME_SENSE"]`; its backward fills the gradients of the vectors
+        (leaves of the head's forward) and of the loss's scale and bias.
         Returns the loss and the labels."""
-        vectors, groups = scores
         labels = numpy.asarray([_label(eg, i) for i, eg in enumerate(examples)], dtype="float32")
         head = sense_head(self.model)
         same = torch.from_numpy(labels).to(head.bias.device)
-        loss = sense_pair_loss(*_target_vectors(vectors, groups), same, head.log_scale, head.bias)
+        loss = sense_pair_loss(*scores, same, head.log_scale, head.bias)
         loss.backward()
         return float(loss.detach()), labels
 
