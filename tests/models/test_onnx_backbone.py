@@ -222,3 +222,19 @@ def test_optimized_pair_classifier_round_trip(tiny_model_dir, tmp_path, monkeypa
     expected = spacy_mlm.classify_pairs(nlp, pairs)
     for got, want in zip(spacy_mlm.classify_pairs(loaded, pairs), expected):
         assert got == pytest.approx(want, abs=1e-4)
+
+
+def test_optimized_vectors_pipeline_keeps_every_layer(tiny_model_dir, tmp_path):
+    """mlm_vectors reading a lower layer: `optimize --precision fp32` exports the
+    hidden states of every layer and the token vectors stay torch's."""
+    from spacy_mlm.similarity.pipelines import make_vectors_pipeline
+
+    nlp = make_vectors_pipeline(tiny_model_dir, layer=0)
+    nlp.to_disk(tmp_path / "vectors")
+    output = _optimize(tmp_path / "vectors", tmp_path / "onnx", "--precision", "fp32")
+    assert "encoder_cosine: 1.0000" in output and "layers kept in fp32" not in output
+    loaded = spacy.load(tmp_path / "onnx")
+    assert loaded.get_pipe("mlm_encoder").model.attrs["onnx"].settings["output_hidden_states"]
+    for before, after in zip(nlp.pipe(TEXTS[:2]), loaded.pipe(TEXTS[:2])):
+        np.testing.assert_allclose([t.vector for t in after], [t.vector for t in before], atol=1e-4)
+        assert after[0].similarity(after[1]) == pytest.approx(before[0].similarity(before[1]), abs=1e-4)
