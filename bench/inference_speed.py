@@ -214,13 +214,17 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-fp32-layers", default="", help="int8: layers kept in fp32 (optimize's option)")
     parser.add_argument("--quick", action="store_true",
-                        help="40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch, small dev sets")
+                        help="unless given: 40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch; "
+                             "300 / 100 dev examples")
     args = parser.parse_args()
     if args.model is None:
         args.model = ner_conll.minilm_path()
-    if args.quick:
-        args.n_texts, args.repeats, args.threads = 40, 1, "1"
-        args.ner_train, args.ner_dev, args.textcat_train, args.textcat_dev, args.epochs = 300, 300, 160, 100, 1
+    if args.quick:  # small budgets for the options left at their defaults
+        quick = {"n_texts": 40, "repeats": 1, "threads": "1", "ner_train": 300, "ner_dev": 300, "textcat_train": 160,
+                 "textcat_dev": 100, "epochs": 1}
+        for key, value in quick.items():
+            if getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
     texts = read_paragraphs(args.texts, args.n_texts)
     by_threads = {int(n): speeds(args.model, texts, int(n), args.batch_size, args.repeats) for n in args.threads.split(",")}
     first = by_threads[min(by_threads)]
