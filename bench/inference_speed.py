@@ -82,12 +82,14 @@ def peer(model_path):
     return nlp
 
 
-def speeds(model_path, texts, threads, batch_size, repeats):
-    """{system: (wall words/s, CPU-time words/s)} at `threads` threads."""
+def speeds(model_path, texts, threads, batch_size, repeats, fp32_layers):
+    """{system: (wall words/s, CPU-time words/s)} at `threads` threads; int8 keeps
+    `fp32_layers` in fp32, as its accuracy pipelines do."""
     torch.set_num_threads(threads)
     result = {"spacy_trf": words_per_second(peer(model_path), texts, batch_size, repeats)}
     for name, settings in SYSTEMS.items():
-        result[name] = words_per_second(ours(model_path, settings), texts, batch_size, repeats)
+        kept = {"fp32_layers": fp32_layers} if name == "int8" else {}
+        result[name] = words_per_second(ours(model_path, {**settings, **kept}), texts, batch_size, repeats)
     for name, (wall, cpu) in result.items():
         print(f"{threads} thread(s) {name:<10} {wall:9.1f} words/s ({cpu:9.1f} per CPU second)", flush=True)
     return result
@@ -215,18 +217,22 @@ def main():
     parser.add_argument("--keep-fp32-layers", default="", help="int8: layers kept in fp32 (optimize's option)")
     parser.add_argument("--quick", action="store_true",
                         help="unless given: 40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch; "
-                             "300 / 100 dev examples")
+                             "300 / 100 dev examples for the pipelines trained here")
     args = parser.parse_args()
     if args.model is None:
         args.model = ner_conll.minilm_path()
-    if args.quick:  # small budgets for the options left at their defaults
-        quick = {"n_texts": 40, "repeats": 1, "threads": "1", "ner_train": 300, "ner_dev": 300, "textcat_train": 160,
-                 "textcat_dev": 100, "epochs": 1}
+    if args.quick:  # small budgets for the options left at their defaults; given pipelines keep whole dev sets
+        quick = {"n_texts": 40, "repeats": 1, "threads": "1", "ner_train": 300, "textcat_train": 160, "epochs": 1,
+                 "ner_dev": 0 if args.ner_model else 300, "textcat_dev": 0 if args.textcat_model else 100}
         for key, value in quick.items():
             if getattr(args, key) == parser.get_default(key):
                 setattr(args, key, value)
     texts = read_paragraphs(args.texts, args.n_texts)
-    by_threads = {int(n): speeds(args.model, texts, int(n), args.batch_size, args.repeats) for n in args.threads.split(",")}
+    fp32_layers = [int(layer) for layer in args.keep_fp32_layers.split(",") if layer.strip()]
+    by_threads = {
+        int(n): speeds(args.model, texts, int(n), args.batch_size, args.repeats, fp32_layers)
+        for n in args.threads.split(",")
+    }
     first = by_threads[min(by_threads)]
     torch.set_num_threads(min(by_threads))
     with tempfile.TemporaryDirectory() as tmp:
