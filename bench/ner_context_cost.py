@@ -1,6 +1,7 @@
 """What document context costs the encoder: the same CoNLL sentences encoded one
-sentence per Doc and as whole documents (`convert-conll --n-sents 0`), through the
-encoder's own windows (issue 18, "whole documents through the encoder's windows").
+sentence per Doc, as whole documents (`convert-conll --n-sents 0`) through the
+encoder's own windows, and, for each `--context-pieces` C, sentence by sentence with
+up to C pieces of their document a side (`mlm_encoder` context = "document") (issue 18).
 
 Sentences are taken from the start of the file, whole documents at a time, until
 `--n-sents` are in. Reported per layout: Docs, windows, content pieces, padded
@@ -26,8 +27,7 @@ import spacy
 import torch
 from spacy.tokens import Doc
 
-from spacy_mlm import conll_documents_to_docs, read_conll
-from spacy_mlm.tokenization.batching import length_batches
+from spacy_mlm import conll_documents_to_docs, length_batches, read_conll
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,12 +98,18 @@ def sentence_context(encoder_model, docs):
             "cut_by_windows": int(cut)}
 
 
+def read_as(tokenizer, name):
+    """Set the tokenizer for a layout: "in context C" reads sentences with C pieces a side."""
+    tokenizer.set_context(*(("document", int(name.split()[-1])) if name.startswith("in context") else ("none", 0)))
+
+
 def time_encodings(nlp, layouts, batch_size, repeats):
     """Best time per layout over `repeats` rounds, the layouts alternating within each
     round so that a change of load on a shared machine hits both."""
     best = {name: float("inf") for name in layouts}
     for _ in range(repeats):
         for name, docs in layouts.items():
+            read_as(nlp.get_pipe("mlm_encoder").model.attrs["tokenizer"], name)
             fresh = [Doc(nlp.vocab, words=[t.text for t in d], sent_starts=[t.is_sent_start for t in d]) for d in docs]
             start = time.perf_counter()
             for _ in nlp.pipe(fresh, batch_size=batch_size):
@@ -121,6 +127,8 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--encoder", default="")
     parser.add_argument("--quick", action="store_true", help="100 sentences, one round: a smoke test")
+    parser.add_argument("--context-pieces", default="16,32,64",
+                        help="comma-separated C: also read each sentence with C pieces of its document a side")
     args = parser.parse_args()
     if args.quick:
         args.n_sents, args.repeats = 100, 1
@@ -138,20 +146,27 @@ def main():
         "sentences": list(conll_documents_to_docs(nlp.vocab, documents, n_sents=1)),
         "documents": list(conll_documents_to_docs(nlp.vocab, documents, n_sents=0)),
     }
+    for pieces in filter(None, args.context_pieces.split(",")):
+        docs[f"in context {int(pieces)}"] = docs["documents"]
     n_words = sum(len(d) for d in docs["sentences"])
     result = {"n_sents": len(docs["sentences"]), "n_words": n_words, "window": model.attrs["tokenizer"].max_length,
               "overlap": model.attrs["tokenizer"].overlap, "threads": args.threads}
     time_encodings(nlp, {"warm-up": docs["sentences"][:64]}, args.batch_size, 1)
     seconds = time_encodings(nlp, docs, args.batch_size, args.repeats)
     for name, layout in docs.items():
+        read_as(model.attrs["tokenizer"], name)
         stats = layout_stats(model, layout, args.batch_size)
         stats.update(seconds=round(seconds[name], 3), words_per_s=round(n_words / seconds[name], 1))
         print(name, stats, flush=True)
         result[name] = stats
+    read_as(model.attrs["tokenizer"], "documents")
     result["context"] = sentence_context(model, docs["documents"])
     print("context (pieces, documents layout):", result["context"])
-    result["time_ratio"] = round(result["documents"]["seconds"] / result["sentences"]["seconds"], 3)
-    result["gmac_ratio"] = round(result["documents"]["gmac"] / result["sentences"]["gmac"], 3)
+    for name in docs:
+        if name != "sentences":
+            key = "" if name == "documents" else "_" + name.replace(" ", "_")
+            result["time_ratio" + key] = round(result[name]["seconds"] / result["sentences"]["seconds"], 3)
+            result["gmac_ratio" + key] = round(result[name]["gmac"] / result["sentences"]["gmac"], 3)
     print(json.dumps(result))
 
 
