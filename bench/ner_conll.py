@@ -17,7 +17,9 @@ whole dev set. The paired bootstrap resamples dev sentences.
     python bench/ner_conll.py            # ~35 min on a 2-core CPU
     python bench/ner_conll.py --quick    # a couple of minutes
     python bench/ner_conll.py --context --quick   # document context (issue 18): CRF on
-                                                  # sentences vs whole documents
+                                                  # sentences alone vs sentences in context
+    python bench/ner_conll.py --context --systems context --predictions DIR   # one system now,
+                                                  # joined with the others saved in DIR
 
 Last line: one JSON object with the figures.
 """
@@ -62,12 +64,21 @@ def batches(n, batch_size, epochs, seed):
     return out
 
 
-def fresh(nlp, doc, with_ents=False):
-    """`doc`'s words in `nlp`'s vocab; with its entities (the gold side of an Example) if asked."""
+def fresh(nlp, doc, with_ents=False, with_sents=False):
+    """`doc`'s words in `nlp`'s vocab; with its entities (the gold side of an Example)
+    and its sentence starts if asked."""
     from spacy.tokens import Doc
 
     ents = spans_to_tags(len(doc), doc_entities(doc), "BIO") if with_ents else None
-    return Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc], ents=ents)
+    sent_starts = [t.is_sent_start for t in doc] if with_sents else None
+    return Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc], ents=ents,
+               sent_starts=sent_starts)
+
+
+def gold_examples(nlp, docs):
+    from spacy.training import Example
+
+    return [Example(fresh(nlp, d), fresh(nlp, d, with_ents=True)) for d in docs]
 
 
 # -- spaCy pipelines (ours and spacy-transformers) ---------------------------------
@@ -80,10 +91,7 @@ def spacy_optimizer(args, n_steps):
     return Adam(learn_rate=schedule, L2=0.01, L2_is_weight_decay=True, grad_clip=1.0)
 
 
-def train_spacy(nlp, train_docs, order, args):
-    from spacy.training import Example
-
-    examples = [Example(fresh(nlp, d), fresh(nlp, d, with_ents=True)) for d in train_docs]
+def train_spacy(nlp, examples, order, args):
     nlp.initialize(lambda: examples)
     optimizer = spacy_optimizer(args, len(order))
     start = time.perf_counter()
@@ -97,17 +105,18 @@ def train_spacy(nlp, train_docs, order, args):
     return time.perf_counter() - start
 
 
-def predict_spacy(nlp, dev_docs):
-    inputs = [fresh(nlp, d) for d in dev_docs]
+def predict_spacy(nlp, dev_docs, with_sents=False):
+    inputs = [fresh(nlp, d, with_sents=with_sents) for d in dev_docs]
     start = time.perf_counter()
     out = [doc_entities(doc) for doc in nlp.pipe(inputs, batch_size=64)]
     return out, time.perf_counter() - start
 
 
-def build_ours(model_path, crf):
+def build_ours(model_path, crf, context="none", context_pieces=64):
     from spacy.util import load_config, load_model_from_config
 
-    overrides = {"paths.encoder": model_path, "components.ner.model.crf": crf}
+    overrides = {"paths.encoder": model_path, "components.ner.model.crf": crf, "components.encoder.context": context,
+                 "components.encoder.context_pieces": context_pieces}
     config = load_config(ROOT / "configs" / "ner.cfg", overrides=overrides, interpolate=True)
     return load_model_from_config(config, auto_fill=True, validate=True)
 
@@ -227,7 +236,10 @@ def speedup(results, name):
     return min(peers) / results[name]["train_s"]
 
 
-# -- document context (issue 18): sentence-level vs whole-document mlm_ner, CRF ----------
+# -- document context (issue 18): mlm_ner + CRF on sentences alone vs in their document ----
+
+
+CONTEXT_SYSTEMS = ("sentence", "context", "document")
 
 
 def load_documents(path, vocab, n_sents=0, seed=0):
@@ -278,12 +290,46 @@ def sentence_entities(doc_preds, sentence_docs_by_doc):
     return out
 
 
-def run_context(args, model_path):
-    """Trains `sentence` (one sentence per Doc) and `context` (whole documents through the
-    encoder's windows) mlm_ner with the CRF on the same training sentences, epochs and
-    optimizer; scores both per dev sentence; paired bootstrap context vs sentence."""
-    import spacy
+def context_examples(nlp, train_docs):
+    """One example per training sentence, in the order of `load_documents`' sentences,
+    whose predicted Doc carries its document's text around it (what the config's
+    augmenter gives `spacy train`)."""
+    from spacy.training import Example
+    from spacy.util import registry
+
+    augment = registry.augmenters.get("spacy_mlm.sentences_in_context.v1")()
+    return [eg for d in train_docs for eg in augment(nlp, Example(fresh(nlp, d), fresh(nlp, d, True, True)))]
+
+
+def run_context_system(name, args, model_path, data, orders):
+    """Train one system of --context and return its per-dev-sentence predictions, training
+    seconds and inference words/s (on whole dev documents for context and document)."""
     from spacy.util import fix_random_seed
+
+    train_docs, train_sents, dev_docs, dev_sents, sents_by_doc = data
+    fix_random_seed(args.seed)
+    nlp = build_ours(model_path, True, "document" if name == "context" else "none", args.context_pieces)
+    if name == "sentence":
+        train_s = train_spacy(nlp, gold_examples(nlp, train_sents), orders["sentence"], args)
+        preds, infer_s = predict_spacy(nlp, dev_sents)
+        return preds, train_s, infer_s
+    if name == "context":
+        train_s = train_spacy(nlp, context_examples(nlp, train_docs), orders["sentence"], args)
+    else:
+        train_s = train_spacy(nlp, gold_examples(nlp, train_docs), orders["document"], args)
+    doc_preds, infer_s = predict_spacy(nlp, dev_docs, with_sents=True)
+    return sentence_entities(doc_preds, sents_by_doc), train_s, infer_s
+
+
+def run_context(args, model_path):
+    """Trains `sentence` (one sentence per Doc, alone), `context` (the same sentences in the
+    same batches, each read with --context-pieces pieces of its document a side) and, if
+    asked, `document` (whole documents through the encoder's windows, batches of about as
+    many words) mlm_ner with the CRF, same epochs and optimizer; scores each per dev
+    sentence (context and document predict whole dev documents); with --predictions, each
+    system's predictions are saved there and every saved system of the same budget is
+    joined; paired bootstrap context vs sentence."""
+    import spacy
 
     vocab = spacy.blank("en").vocab
     train_docs, train_sents = load_documents(args.train, vocab, args.n_train, args.seed)
@@ -295,54 +341,66 @@ def run_context(args, model_path):
         i += n
     gold = [doc_entities(d) for d in dev_sents]
     n_dev_words = sum(len(d) for d in dev_sents)
-    sentence_order = batches(len(train_sents), args.batch_size, args.epochs, args.seed)
     mean_words = sum(len(d) for d in train_sents) / len(train_sents)
-    context_order = word_batches([len(d) for d in train_docs], args.batch_size * mean_words, args.epochs, args.seed)
+    orders = {
+        "sentence": batches(len(train_sents), args.batch_size, args.epochs, args.seed),
+        "document": word_batches([len(d) for d in train_docs], args.batch_size * mean_words, args.epochs, args.seed),
+    }
+    # what every system shares; --context-pieces is the context system's own (kept in its record)
+    budget = {k: getattr(args, k) for k in ("n_train", "n_dev", "epochs", "batch_size", "lr", "warmup", "seed")}
+    budget.update(train=Path(args.train).name, dev=Path(args.dev).name, model=Path(model_path).name)
     print(
         f"budget: {len(train_sents)} train sentences in {len(train_docs)} documents, {args.epochs} epoch(s); "
-        f"sentence: {len(sentence_order)} steps of {args.batch_size} sentences; context: {len(context_order)} steps "
-        f"of about {args.batch_size * mean_words:.0f} words; dev: {len(dev_sents)} sentences in {len(dev_docs)} "
-        f"documents / {n_dev_words} words; peak lr {args.lr}; torch threads {torch.get_num_threads()}",
+        f"sentence and context: {len(orders['sentence'])} steps of {args.batch_size} sentences (context: "
+        f"{args.context_pieces} pieces a side); document: {len(orders['document'])} steps of about "
+        f"{args.batch_size * mean_words:.0f} words; dev: {len(dev_sents)} sentences in {len(dev_docs)} documents / "
+        f"{n_dev_words} words; peak lr {args.lr}; torch threads {torch.get_num_threads()}",
         flush=True,
     )
-    results = {}
+    runs = {}
     for name in args.systems.split(","):
-        if name not in ("sentence", "context"):
-            raise SystemExit(f"unknown system {name!r} with --context: sentence, context")
+        if name not in CONTEXT_SYSTEMS:
+            raise SystemExit(f"unknown system {name!r} with --context: {', '.join(CONTEXT_SYSTEMS)}")
         print(f"== {name}", flush=True)
-        fix_random_seed(args.seed)
-        nlp = build_ours(model_path, True)
-        if name == "sentence":
-            train_s = train_spacy(nlp, train_sents, sentence_order, args)
-            preds, infer_s = predict_spacy(nlp, dev_sents)
-        else:
-            train_s = train_spacy(nlp, train_docs, context_order, args)
-            doc_preds, infer_s = predict_spacy(nlp, dev_docs)
-            preds = sentence_entities(doc_preds, sents_by_doc)
+        data = (train_docs, train_sents, dev_docs, dev_sents, sents_by_doc)
+        preds, train_s, infer_s = run_context_system(name, args, model_path, data, orders)
+        runs[name] = {"system": name, "budget": budget, "train_s": train_s, "wps": n_dev_words / infer_s,
+                      "context_pieces": args.context_pieces if name == "context" else None,
+                      "preds": [[list(e) for e in p] for p in preds]}
+        if args.predictions:
+            Path(args.predictions).mkdir(parents=True, exist_ok=True)
+            (Path(args.predictions) / f"{name}.json").write_text(json.dumps(runs[name]), encoding="utf8")
+    if args.predictions:
+        for path in sorted(Path(args.predictions).glob("*.json")):
+            saved = json.loads(path.read_text(encoding="utf8"))
+            if saved.get("system") in CONTEXT_SYSTEMS and saved["system"] not in runs:
+                if saved["budget"] != budget:
+                    raise SystemExit(f"{path} was run with {saved['budget']}, not this run's {budget}")
+                runs[saved["system"]] = saved
+                print(f"== {saved['system']}: joined from {path}", flush=True)
+    results = {}
+    for name, run in runs.items():
+        preds = [[tuple(e) for e in p] for p in run["preds"]]
+        if len(preds) != len(gold):
+            raise SystemExit(f"{name}: {len(preds)} predicted dev sentences, {len(gold)} in the dev set")
         scores = score_entities(gold, preds)
-        results[name] = {"f1": scores["ents_f"], "train_s": train_s, "wps": n_dev_words / infer_s,
+        results[name] = {"f1": scores["ents_f"], "train_s": run["train_s"], "wps": run["wps"],
                          "counts": per_doc_counts(gold, preds)}
-        print(f"   {name}: dev F1 {100 * scores['ents_f']:.2f}, train {train_s:.0f}s, "
-              f"inference {n_dev_words / infer_s:.0f} words/s", flush=True)
-    summary = {
-        "sentence_f1": results.get("sentence", {}).get("f1"),
-        "context_f1": results.get("context", {}).get("f1"),
-        "delta": None,
-        "p_value": None,
-        "sentence_train_s": results.get("sentence", {}).get("train_s"),
-        "context_train_s": results.get("context", {}).get("train_s"),
-        "sentence_wps": results.get("sentence", {}).get("wps"),
-        "context_wps": results.get("context", {}).get("wps"),
-        "n_train": len(train_sents),
-        "n_dev": len(dev_sents),
-        "epochs": args.epochs,
-    }
-    if len(results) == 2:
+        print(f"   {name}: dev F1 {100 * scores['ents_f']:.2f}, train {run['train_s']:.0f}s, "
+              f"inference {run['wps']:.0f} words/s", flush=True)
+    summary = {}
+    for name in CONTEXT_SYSTEMS:
+        for key in ("f1", "train_s", "wps"):
+            summary[f"{name}_{key}"] = results.get(name, {}).get(key)
+    summary.update(delta=None, p_value=None, n_train=len(train_sents), n_dev=len(dev_sents), epochs=args.epochs,
+                   context_pieces=runs.get("context", {}).get("context_pieces"))
+    if "sentence" in results and "context" in results:
         test = paired_bootstrap(results["context"]["counts"], results["sentence"]["counts"],
                                 n_samples=args.n_samples, seed=args.seed)
         print(f"paired bootstrap context vs sentence: delta F1 {100 * test.delta:+.2f} "
               f"(95% CI {100 * test.ci_low:+.2f} .. {100 * test.ci_high:+.2f}), p = {test.p_value:.4f}")
-        summary.update(delta=test.delta, p_value=test.p_value)
+        summary.update(delta=test.delta, p_value=test.p_value,
+                       train_time_ratio=results["context"]["train_s"] / results["sentence"]["train_s"])
     print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}))
 
 
@@ -367,10 +425,17 @@ def main():
         "--threads", type=int, default=1, help="torch threads (1: on a shared, loaded CPU more threads spin and run slower)"
     )
     parser.add_argument("--quick", action="store_true", help="tiny budget: 300 train / 300 dev sentences")
+    parser.add_argument("--context-pieces", type=int, default=64, help="with --context: pieces of context a side")
+    parser.add_argument(
+        "--predictions", default=None,
+        help="with --context: a folder; each system's dev predictions are saved there as SYSTEM.json, and every "
+             "system saved there with the same budget is joined into the comparison (runs split over sessions)",
+    )
     parser.add_argument(
         "--context", action="store_true",
-        help="document context instead: systems sentence,context (mlm_ner + CRF on sentences vs whole documents; "
-             "whole documents sampled for --n-train / --n-dev sentences)",
+        help="document context instead: systems sentence,context[,document] (mlm_ner + CRF on sentences alone, on "
+             "the same sentences each read in its document, on whole documents; whole documents sampled for "
+             "--n-train / --n-dev sentences)",
     )
     args = parser.parse_args()
     if args.quick:
@@ -409,7 +474,7 @@ def main():
             fix_random_seed(args.seed)
             if name in ("ours", "ours_crf", "spacy_trf"):
                 nlp = build_spacy_trf(model_path) if name == "spacy_trf" else build_ours(model_path, name == "ours_crf")
-                train_s = train_spacy(nlp, train_docs, order, args)
+                train_s = train_spacy(nlp, gold_examples(nlp, train_docs), order, args)
                 preds, infer_s = predict_spacy(nlp, dev_docs)
             elif name == "hf":
                 preds, train_s, infer_s = run_hf(model_path, train_docs, dev_docs, order, args, make_tag_labels(types, "BIO"))
