@@ -58,11 +58,6 @@ class TagScores:
     def per_doc(self) -> List[torch.Tensor]:
         return list(torch.split(self.scores, self.rows_per_doc))
 
-    def tokens_per_doc(self) -> List[int]:
-        if self.pieces_per_token is None:
-            return list(self.rows_per_doc)
-        return [len(p) for p in self.pieces_per_token]
-
 
 @registry.architectures("spacy_mlm.TokenTagger.v3")
 def build_token_tagger_v3(
