@@ -3,6 +3,7 @@ path, never a silently random model, a stack trace from inside transformers,
 code from the model directory run, or a question asked."""
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -277,7 +278,9 @@ def test_pipeline_config_naming_an_unknown_architecture_version(pipeline_copy):
     """A pipeline saved by a later spacy-mlm (say HFEncoder.v9) fails in spaCy's own
     registry lookup, which names the missing function."""
     config = pipeline_copy / "config.cfg"
-    config.write_text(config.read_text().replace("spacy_mlm.HFEncoder.v1", "spacy_mlm.HFEncoder.v9"))
+    text = config.read_text()
+    assert re.search(r"spacy_mlm\.HFEncoder\.v\d+", text)
+    config.write_text(re.sub(r"spacy_mlm\.HFEncoder\.v\d+", "spacy_mlm.HFEncoder.v9", text))
     with pytest.raises(Exception, match=r"spacy_mlm\.HFEncoder\.v9"):
         spacy.load(pipeline_copy)
 
