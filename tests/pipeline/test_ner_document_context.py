@@ -1,5 +1,7 @@
-"""Document context for `mlm_ner` (issue 18), the way the encoder gives it: whole
-documents (`convert-conll --n-sents 0`) through the encoder's windows.
+"""Whole documents (`convert-conll --n-sents 0`) through the encoder's windows with
+context = "none" (issue 18's cheap alternative, measured and not chosen: see
+docs/ner.md; each sentence read in its document is tested in
+test_ner_sentence_context.py).
 
 What holds, and is tested here: the vectors a sentence's tokens get read the rest
 of its document; a document longer than the window takes each token's scores from the
