@@ -19,7 +19,7 @@ def compare_cli(
     n_samples: int = typer.Option(1000, "--n-samples", help="bootstrap samples"),
     seed: int = typer.Option(0, help="random seed of the resampling"),
     confidence: float = typer.Option(0.95, help="level of the confidence interval"),
-    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL (the resampled unit)"),
+    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL (the resampled unit); 0 = whole documents"),
     batch_size: int = typer.Option(64, "--batch-size", help="docs per pipeline batch"),
     gpu_id: int = gpu_id_option(),
     quiet: bool = quiet_option(),

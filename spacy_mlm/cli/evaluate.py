@@ -39,7 +39,7 @@ def evaluate_cli(
     n_samples: int = typer.Option(1000, "--n-samples", help="bootstrap samples"),
     seed: int = typer.Option(0, help="random seed of the bootstrap"),
     confidence: float = typer.Option(0.95, help="level of the bootstrap confidence interval"),
-    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL"),
+    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL; 0 = whole documents (for context = document)"),
     displacy_docs: int = typer.Option(25, "--displacy-docs", help="docs rendered to entities.html (NER)"),
     batch_size: int = typer.Option(64, "--batch-size", help="docs per pipeline batch"),
     gpu_id: int = gpu_id_option(),

@@ -15,7 +15,7 @@ from .options import gpu_id_option, quiet_option, use_gpu
 def evaluate_ner_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline that sets doc.ents"),
     data: Path = typer.Argument(..., help="gold data: .spacy file or CoNLL file"),
-    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL"),
+    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL; 0 = whole documents (for context = document)"),
     batch_size: int = typer.Option(64, "--batch-size", help="docs per pipeline batch"),
     gpu_id: int = gpu_id_option(),
     quiet: bool = quiet_option(),

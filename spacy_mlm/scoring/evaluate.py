@@ -158,10 +158,15 @@ def load_gold_entities(nlp: Language, data: Path, n_sents: int = 1) -> Tuple[Lis
 def predict_entities(
     nlp: Language, gold_docs: Sequence[Doc], batch_size: int = 64, progress: str = ""
 ) -> List[List[Entity]]:
-    """The pipeline's entities on fresh docs with the gold docs' words (the
-    pipeline never sees the gold annotation). `progress`: the name under which
-    progress is shown ("": none)."""
-    inputs = (Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]) for d in gold_docs)
+    """The pipeline's entities on fresh docs with the gold docs' words and sentence
+    starts (the pipeline never sees the gold entities; an encoder with context =
+    "document" reads each sentence in its document, so a whole-document file is
+    scored as such). `progress`: the name under which progress is shown ("": none)."""
+    inputs = (
+        Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d],
+            sent_starts=[t.is_sent_start for t in d] if d.has_annotation("SENT_START") else None)
+        for d in gold_docs
+    )
     docs = track(nlp.pipe(inputs, batch_size=batch_size), len(gold_docs), progress, "docs", quiet=not progress)
     return [doc_entities(doc) for doc in docs]
 
