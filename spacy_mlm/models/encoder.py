@@ -12,6 +12,8 @@ tensors are autograd leaves: listeners pool from them and accumulate gradients
 into `.grad`; the backprop callback then pushes the accumulated gradient
 through the transformer once.
 """
+import functools
+import warnings
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -365,6 +367,14 @@ def forward(model: Model, docs: Sequence[Doc], is_train: bool):
     return batch, backprop
 
 
+@functools.lru_cache(maxsize=None)
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (oneDNN's check: AVX512-BF16 or
+    AMX). Assumed so where torch does not expose the check."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return True if check is None else bool(check())
+
+
 def _no_backprop(_):
     return []
 
@@ -386,6 +396,13 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     device = next(hf_model.parameters()).device
     pad_id = model.attrs["tokenizer"].hf.pad_token_id or 0
     backbone = model.attrs["onnx"] or hf_model
+    bf16 = model.attrs["precision"] == "bf16"
+    if bf16 and device.type == "cpu" and not cpu_has_bf16():
+        warnings.warn(
+            'precision = "bf16" on a CPU without AVX512-BF16 or AMX: its bfloat16 matmuls are emulated and '
+            'run slower than fp32; use precision = "fp32", or backend = "onnx" with precision = "int8"',
+            stacklevel=2,
+        )
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     pooled_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
@@ -402,7 +419,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
         inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
         if model.attrs["type_ids"]:
             inputs["token_type_ids"] = torch.from_numpy(types).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=model.attrs["precision"] == "bf16"):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             out = backbone(**inputs, output_hidden_states=keep_layers, return_dict=True)
         last = out.last_hidden_state.float()
         pooler_output = getattr(out, "pooler_output", None)

@@ -118,6 +118,15 @@ def test_all_layers_on_request(tiny_model_dir):
     assert enc.token_vectors("first", layer=0).shape == (4, enc.width)
 
 
+def test_bf16_on_a_cpu_without_bf16_warns(tiny_model_dir, monkeypatch):
+    from spacy_mlm.models import encoder as encoder_module
+
+    nlp = make_nlp(tiny_model_dir, precision="bf16")
+    monkeypatch.setattr(encoder_module, "cpu_has_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="without AVX512-BF16 or AMX"):
+        nlp(TEXTS[0])
+
+
 def test_bf16_is_close_to_float32(tiny_model_dir, encoder_nlp):
     nlp = make_nlp(tiny_model_dir, precision="bf16")
     fast = nlp(TEXTS[0])._.mlm_encoding.hidden
