@@ -292,7 +292,7 @@ def finetune_ner(args, model: str, lr: float) -> dict:
     order = ner_conll.batches(len(train_docs), args.batch_size, args.epochs, args.seed)
     fix_random_seed(args.seed)
     nlp = ner_conll.build_ours(model, False)
-    train_s = ner_conll.train_spacy(nlp, train_docs, order, argparse.Namespace(lr=lr, warmup=args.warmup))
+    train_s = ner_conll.train_spacy(nlp, ner_conll.gold_examples(nlp, train_docs), order, argparse.Namespace(lr=lr, warmup=args.warmup))
     predicted, _ = ner_conll.predict_spacy(nlp, dev_docs)
     gold = [doc_entities(doc) for doc in dev_docs]
     return {"f1": score_entities(gold, predicted)["ents_f"], "counts": per_doc_counts(gold, predicted).tolist(),
