@@ -1,0 +1,118 @@
+"""Self-supervised sense tuning (spacy_mlm/pretraining/sense_tuning.py and the
+`sense-tune` command) on the tiny BERT: the InfoNCE loss, the two views, a
+toy batch whose loss falls, and a run end to end whose output AutoModel and
+mlm_encoder load."""
+import json
+import random
+
+import pytest
+import torch
+
+from spacy_mlm.errors import SpacyMlmError
+from spacy_mlm.pretraining.sense_tuning import (
+    SenseTuneSettings, encode_targets, info_nce, make_views, pick_targets, raw_sentences, sense_tune, target_vectors,
+)
+
+SENTENCES = [
+    "The river bank was muddy after the long rain.",
+    "She opened an account at the bank on Monday.",
+    "Birds return every spring to the old garden.",
+    "The spring in the mattress was broken again.",
+    "He plays the guitar in a small band downtown.",
+    "They walked along the quiet road to the village.",
+    "A cold wind blew across the open field today.",
+    "We plan to travel to the coast next summer.",
+]
+
+
+@pytest.fixture()
+def raw_file(tmp_path):
+    path = tmp_path / "raw.jsonl"
+    path.write_text("".join(json.dumps({"text": " ".join(SENTENCES[i:i + 2])}) + "\n" for i in range(0, 8, 2)), encoding="utf8")
+    return path
+
+
+def test_info_nce_is_low_when_each_row_matches_its_own_and_not_the_others():
+    torch.manual_seed(0)
+    a = torch.randn(6, 16)
+    matched = info_nce(a, a + 0.01 * torch.randn(6, 16), 0.05)
+    shuffled = info_nce(a, a[torch.randperm(6)] + 0.01 * torch.randn(6, 16), 0.05)
+    assert float(matched) < 0.01 < float(shuffled)
+    with pytest.raises(SpacyMlmError):
+        info_nce(a, a[:3], 0.05)
+
+
+def test_sentences_targets_and_views(raw_file, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    sentences = raw_sentences([raw_file], min_words=6)
+    assert sentences == SENTENCES
+    items = pick_targets(sentences, random.Random(0))
+    assert all(len(s[a:b]) >= 3 and s[a:b].isalpha() for s, a, b in items)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    encoded = encode_targets(tokenizer, items, max_pieces=64)
+    plain, masked = make_views(encoded, tokenizer, max_span=3, rng=random.Random(0))
+    assert plain.input_ids.shape == masked.input_ids.shape
+    assert torch.equal(plain.target_mask, masked.target_mask) and bool((plain.target_mask.sum(1) > 0).all())
+    on_target = plain.target_mask.bool()
+    assert torch.equal(plain.input_ids[on_target], masked.input_ids[on_target])  # the target is never masked
+    changed = plain.input_ids != masked.input_ids
+    assert bool((masked.input_ids[changed] == tokenizer.mask_token_id).all()) and int(changed.sum()) > 0
+
+
+def test_loss_falls_on_a_toy_batch(raw_file, tiny_model_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    model = AutoModel.from_pretrained(str(tiny_model_dir))
+    encoded = encode_targets(tokenizer, pick_targets(SENTENCES, random.Random(1)), 64)
+    plain, masked = make_views(encoded, tokenizer, 3, random.Random(0))
+
+    def loss(train: bool) -> torch.Tensor:
+        model.train(train)
+        return info_nce(target_vectors(model, plain), target_vectors(model, masked), 0.05)
+
+    with torch.no_grad():
+        before = float(loss(False))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(15):
+        optimizer.zero_grad()
+        loss(True).backward()
+        optimizer.step()
+    with torch.no_grad():
+        after = float(loss(False))
+    assert after < before * 0.5, (before, after)
+
+
+def test_sense_tune_end_to_end_writes_an_encoder_that_automodel_and_mlm_encoder_load(raw_file, tiny_model_dir, tmp_path):
+    import spacy
+    from transformers import AutoModel
+
+    from spacy_mlm.cli import app
+    from typer.testing import CliRunner
+
+    out = tmp_path / "tuned"
+    result = CliRunner().invoke(app, ["sense-tune", str(tiny_model_dir), str(raw_file), str(out), "--steps", "4",
+                                      "--batch-size", "4", "--learn-rate", "1e-3", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "encoder saved to" in result.output
+    record = json.loads((out / "sense_tuning.json").read_text(encoding="utf8"))
+    assert len(record["losses"]) == 4 and record["settings"]["batch_size"] == 4
+    assert not list(tmp_path.glob(".tuned*"))  # the temporary directory was renamed, nothing left beside
+    tuned, base = AutoModel.from_pretrained(str(out)), AutoModel.from_pretrained(str(tiny_model_dir))
+    moved = [k for k, v in tuned.state_dict().items() if k in base.state_dict() and not torch.equal(v, base.state_dict()[k])]
+    assert moved  # the weights were trained
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v2", "path": str(out)}})
+    nlp.initialize()
+    doc = nlp("The river bank was muddy.")
+    assert doc._.mlm_encoding is not None
+
+
+def test_too_few_sentences_or_a_bad_batch_are_refused(raw_file, tiny_model_dir, tmp_path):
+    with pytest.raises(SpacyMlmError, match="fewer than one batch"):
+        sense_tune(tiny_model_dir, [raw_file], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=64))
+    with pytest.raises(SpacyMlmError, match="batch_size >= 2"):
+        sense_tune(tiny_model_dir, [raw_file], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=1))
+    assert not (tmp_path / "x").exists()
