@@ -60,6 +60,7 @@ setup(
             "spacy_mlm.ClassifierHead.v3 = spacy_mlm.models.classifier:build_classifier_head_v3",
             "spacy_mlm.RegressionHead.v1 = spacy_mlm.models.classifier:build_regression_head_v1",
             "spacy_mlm.SenseHead.v1 = spacy_mlm.models.senses:build_sense_head_v1",
+            "spacy_mlm.SenseHead.v2 = spacy_mlm.models.senses:build_sense_head_v2",
         ],
         "spacy_readers": [
             "spacy_mlm.ConllCorpus.v1 = spacy_mlm.readers.conll:create_conll_corpus_v1",

@@ -2,9 +2,10 @@
 
 Where `mlm_vectors` fits unsupervised transforms, this component learns from
 labelled pairs ("same sense" / "different sense", WiC-style) a head
-(`spacy_mlm.SenseHead.v1`: a learned mix of the encoder's layers, a learned
-share of the sentence's vector and of the context-free embedding, and a
-per-dimension rescaling) and writes the
+(`spacy_mlm.SenseHead.v2`: learned mixes of the encoder's layers for the
+word and for its sentence, a learned share of the context-free embedding
+taken out, per-dimension rescalings, the word and the sentence normalized and
+side by side with a learned weight; v1 sums them) and writes the
 projected vectors to `doc._.mlm_vectors` with the same hooks, so that
 `token.similarity`, `span.similarity` and the sense inventory work in the
 learned space. It replaces `mlm_vectors` in a pipeline (whichever of the two
@@ -64,7 +65,7 @@ from .vectors import SENSE_KEYS, SenseLookup, install_extensions
 
 SIMILARITY_ATTR = "sense_similarity"
 
-DEFAULT_SENSE_MODEL = {"@architectures": "spacy_mlm.SenseHead.v1", "pooling": "mean", "context": True, "init_scale": 10.0}
+DEFAULT_SENSE_MODEL = {"@architectures": "spacy_mlm.SenseHead.v2", "pooling": "mean", "init_scale": 10.0}
 
 
 @Language.factory(
@@ -84,7 +85,7 @@ def make_mlm_senses(
 ) -> "SenseSimilarity":
     """Trained sense vectors: `.vector` / `.similarity` in a space learned from same-sense pairs.
 
-    model: `spacy_mlm.SenseHead.v1` (the encoder needs output_hidden_states = true).
+    model: `spacy_mlm.SenseHead.v2` or v1 (the encoder needs output_hidden_states = true).
     upstream: the mlm_encoder it reads ("*": the last one before it).
     sense_key: what indexes the sense inventory: lemma | lower | text.
     threshold_pairs: how many recent training pairs the threshold is tuned on.

@@ -103,9 +103,16 @@ def test_similarity_and_the_inventory_use_the_projected_space(trained):
         head.scale.copy_(torch.linspace(-0.9, 3.0, head.scale.numel()))
     river, money = nlp("The river bank was muddy."), nlp("She sat in the bank on Main Street.")
     tokens, sentences = layer_stacks(river._.mlm_encoding, "mean")
-    with torch.no_grad():
-        unscaled = (head._mix(tokens[2:3]) + head.context * head._mix(sentences[2:3]))[0].numpy()
-    numpy.testing.assert_allclose(river[2].vector, unscaled * (1.0 + head.scale.detach().numpy()), rtol=1e-4, atol=1e-5)
+    normalize = torch.nn.functional.normalize
+    with torch.no_grad():  # SenseHead.v2 written out: [norm((1+s) v_a(x)), e^g norm((1+r) v_b(y))]
+        word = torch.einsum("s,sw->w", torch.softmax(head.layer_logits, 0), tokens[2]) - head.static * tokens[2, 0]
+        sent = (torch.einsum("s,sw->w", torch.softmax(head.sentence_logits, 0), sentences[2])
+                - head.sentence_static * sentences[2, 0])
+        expected = torch.cat([normalize(word * (1 + head.scale), dim=0),
+                              head.context.exp() * normalize(sent * (1 + head.sentence_scale), dim=0)]).numpy()
+        unscaled = torch.cat([normalize(word, dim=0), head.context.exp() * normalize(sent * (1 + head.sentence_scale), dim=0)]).numpy()
+    assert river[2].vector.shape == (2 * tokens.shape[-1],)
+    numpy.testing.assert_allclose(river[2].vector, expected, rtol=1e-4, atol=1e-5)
     assert not numpy.allclose(river[2].vector, unscaled, atol=1e-3)
     senses = nlp.get_pipe("senses")
     senses.add_sense_examples([(river[2], "shore"), (money[3], "money")])
