@@ -14,11 +14,25 @@ reported too ("trained_head_running_threshold").
 Raw: the base model's top layer, mean of the target's pieces, cosine, one
 threshold tuned on train (bench/wic.py's `raw`, recomputed here).
 
+Self-supervised (`--tuned DIR`, the output of
+`python -m spacy_mlm sense-tune MODEL RAW_TEXT DIR`, no labels): the tuned
+encoder read without any fitted transform, over bench/wic.py's grid of layer
+settings (the mean of hidden states lo..hi, and the top layer) x context
+weights w in {0, 0.25, 0.5, 0.75, 0.9} x {one threshold, one per PoS}; the
+setting with the highest WiC **train** accuracy is scored on dev
+(`self_supervised`), and likewise among target-only settings (w = 0). The
+same grid and rule on the base encoder give `base_same_grid` /
+`base_same_grid_target_only`: the tuning's own gain is the difference. The
+tuned encoder's top layer, target only, one threshold (as `raw`) is
+`self_supervised_top`.
+
     python bench/wic_trained.py [--model DIR] [--data ../shared/data/wic] [--output DIR]
-        [--trained PIPELINE] [--wic-results LAST_LINE.json] [--train-limit N] [--max-steps N]
+        [--trained PIPELINE] [--tuned SENSE_TUNED_DIR] [--wic-results LAST_LINE.json]
+        [--cache-dir DIR] [--train-limit N] [--max-steps N]
 
 Last line: one JSON object: raw, best, best_transform, trained_head,
-self_supervised (null: not built), spacy_trf, and the details.
+self_supervised (null without --tuned), spacy_trf (from --wic-results), and
+the details.
 """
 import argparse
 import json
@@ -32,6 +46,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import numpy  # noqa: E402
 import spacy  # noqa: E402
 import torch  # noqa: E402
 
@@ -41,6 +56,55 @@ from spacy_mlm import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MERGED = ("best", "best_transform", "spacy_trf")
+CONTEXT_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 0.9)
+
+
+def encoder_vectors(model: str, train, dev, cache: Path = None):
+    """bench/wic.py's per-hidden-state target and sentence vectors of train
+    and dev, (t1, t2, s1, s2) each, cached in `cache` (.npz) when given."""
+    keys = ("t1", "t2", "s1", "s2")
+    if cache is not None and cache.is_file():
+        data = numpy.load(cache)
+        return [data[f"train_{k}"] for k in keys], [data[f"dev_{k}"] for k in keys]
+    from wic import our_vectors  # bench/wic.py, beside this file
+    from spacy_mlm import make_vectors_pipeline
+
+    nlp = make_vectors_pipeline(model, all_layers=True)
+    tr, dv = our_vectors(nlp, train, 64), our_vectors(nlp, dev, 64)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        numpy.savez(cache, **{f"train_{k}": v for k, v in zip(keys, tr)}, **{f"dev_{k}": v for k, v in zip(keys, dv)})
+    return list(tr), list(dv)
+
+
+def raw_grid(train_vecs, dev_vecs, train, dev):
+    """Every (layer setting, w, threshold mode) of raw cosine: train and dev
+    accuracy; the picks by train accuracy (all, and w = 0) and the top-layer
+    target-only default."""
+    from wic import evaluate, layer_choices, pool_layers
+    from spacy_mlm import pos_of
+
+    y_train, y_dev, pos_train, pos_dev = labels_of(train), labels_of(dev), pos_of(train), pos_of(dev)
+    rows = []
+    for name, layer, n_layers in layer_choices(train_vecs[0].shape[1]):
+        tr = [pool_layers(v, layer, n_layers, axis=1) for v in train_vecs]
+        dv = [pool_layers(v, layer, n_layers, axis=1) for v in dev_vecs]
+        for weight in CONTEXT_WEIGHTS:
+            for per_pos in (False, True):
+                res = evaluate(tr, dv, weight, per_pos, y_train, y_dev, pos_train, pos_dev)
+                rows.append({"layers": name, "context_weight": weight, "per_pos": per_pos,
+                             "train_acc": res["train_acc"], "dev_acc": res["dev_acc"]})
+
+    def pick(candidates):
+        return max(candidates, key=lambda r: r["train_acc"])  # the first in grid order on ties
+
+    default = next(r for r in rows if r["layers"] == "top" and r["context_weight"] == 0.0 and not r["per_pos"])
+    return {"best": pick(rows), "target_only": pick([r for r in rows if r["context_weight"] == 0.0]),
+            "top": default, "n_settings": len(rows)}
+
+
+def describe(row) -> str:
+    return f"{row['layers']}, w = {row['context_weight']}, {'per-PoS thresholds' if row['per_pos'] else 'one threshold'}"
 
 
 def train_head(model: str, data: Path, output: Path, train_limit: int, max_steps: int) -> Path:
@@ -65,6 +129,9 @@ def main(argv=None) -> None:
     parser.add_argument("--data", default="../shared/data/wic")
     parser.add_argument("--output", default="training/senses", help="where spacy train writes (without --trained)")
     parser.add_argument("--trained", default=None, help="a pipeline configs/senses.cfg already trained on WiC train")
+    parser.add_argument("--tuned", default=None, help="an encoder directory written by python -m spacy_mlm sense-tune")
+    parser.add_argument("--cache-dir", default=None, help="keep the base and tuned encoders' WiC vectors here (.npz)")
+    parser.add_argument("--skip-head", action="store_true", help="only the self-supervised figures (no trained head)")
     parser.add_argument("--wic-results", default=None, help="a file whose last line is bench/wic.py's JSON")
     parser.add_argument("--train-limit", type=int, default=0, help="train on the first N train pairs (0 = all)")
     parser.add_argument("--max-steps", type=int, default=0, help="override the config's max_steps (0 = keep)")
@@ -73,13 +140,50 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     data = Path(args.data)
     start = time.time()
-    trained = Path(args.trained) if args.trained else train_head(
-        args.model, data, Path(args.output), args.train_limit, args.max_steps)
-    train_time = time.time() - start
-
     train, dev = select(read_wic_split(data, "train"), args.train_limit), read_wic_split(data, "dev")
+    cache = Path(args.cache_dir) if args.cache_dir else None
+    figures = {}
+    if args.tuned:
+        base_grid = raw_grid(*encoder_vectors(args.model, train, dev, cache and cache / "base_vectors.npz"), train, dev)
+        tuned_grid = raw_grid(*encoder_vectors(args.tuned, train, dev, cache and cache / "tuned_vectors.npz"), train, dev)
+        figures.update({
+            "self_supervised": round(tuned_grid["best"]["dev_acc"], 4),
+            "self_supervised_train": round(tuned_grid["best"]["train_acc"], 4),
+            "self_supervised_setting": describe(tuned_grid["best"]),
+            "self_supervised_target_only": round(tuned_grid["target_only"]["dev_acc"], 4),
+            "self_supervised_target_only_setting": describe(tuned_grid["target_only"]),
+            "self_supervised_top": round(tuned_grid["top"]["dev_acc"], 4),
+            "base_same_grid": round(base_grid["best"]["dev_acc"], 4),
+            "base_same_grid_train": round(base_grid["best"]["train_acc"], 4),
+            "base_same_grid_setting": describe(base_grid["best"]),
+            "base_same_grid_target_only": round(base_grid["target_only"]["dev_acc"], 4),
+            "base_same_grid_target_only_setting": describe(base_grid["target_only"]),
+            "base_top": round(base_grid["top"]["dev_acc"], 4),
+            "grid_settings": tuned_grid["n_settings"], "tuned_encoder": args.tuned,
+        })
+        tuning_record = Path(args.tuned) / "sense_tuning.json"
+        if tuning_record.is_file():
+            record = json.loads(tuning_record.read_text(encoding="utf8"))
+            figures["tuning"] = {k: record.get(k) for k in ("settings", "first_loss", "last_loss", "sentences", "seconds")}
+        print(json.dumps({k: v for k, v in figures.items() if k != "tuning"}), file=sys.stderr, flush=True)
+
     raw_nlp = make_vectors_pipeline(args.model)
     raw = threshold_evaluation(wic_scores(raw_nlp, train), labels_of(train), wic_scores(raw_nlp, dev), labels_of(dev))
+    figures.update({"raw": round(raw["dev_acc"], 4), "raw_train": round(raw["train_acc"], 4)})
+    merged = {}
+    if args.wic_results:
+        merged = json.loads(Path(args.wic_results).read_text(encoding="utf8").strip().splitlines()[-1])
+    figures.update({key: merged.get(key) for key in MERGED})
+    figures.setdefault("self_supervised", None)
+    if args.skip_head:
+        figures.update({"trained_head": None, "seconds": round(time.time() - start, 1)})
+        print(json.dumps(figures))
+        return
+
+    head_start = time.time()
+    trained = Path(args.trained) if args.trained else train_head(
+        args.model, data, Path(args.output), args.train_limit, args.max_steps)
+    train_time = time.time() - head_start
 
     nlp = spacy.load(trained)
     senses = nlp.get_pipe("senses")
@@ -90,16 +194,11 @@ def main(argv=None) -> None:
     threshold, train_acc = senses.fit_threshold(train_examples)
     dev_acc = nlp.evaluate(dev_examples)["wic_acc"]
 
-    figures = {"raw": round(raw["dev_acc"], 4), "raw_train": round(raw["train_acc"], 4)}
-    merged = {}
-    if args.wic_results:
-        merged = json.loads(Path(args.wic_results).read_text(encoding="utf8").strip().splitlines()[-1])
-    figures.update({key: merged.get(key) for key in MERGED})
     figures.update({
         "trained_head": round(dev_acc, 4), "trained_head_train": round(train_acc, 4),
         "trained_head_threshold": round(threshold, 4),
         "trained_head_running_threshold": round(running, 4), "running_threshold": round(running_threshold, 4),
-        "self_supervised": None, "train_pairs": len(train), "dev_pairs": len(dev),
+        "train_pairs": len(train), "dev_pairs": len(dev),
         "trained_pipeline": str(trained), "seconds": round(time.time() - start, 1),
         "train_seconds": round(train_time, 1) if not args.trained else None,
     })
