@@ -336,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=float, default=0.1, help="share of the steps with a rising learning rate")
     parser.add_argument("--dropout", type=float, default=0.1, help="the spaCy systems' dropout (nlp.update drop)")
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--pooling", default=None, choices=["cls", "doc_mean", "pooler"],
+    parser.add_argument("--pooling", default=None, choices=["cls", "doc_mean", "pooler", "pair_mean"],
                         help="our head's pooling (default: the component's)")
     parser.add_argument("--init-std", type=float, default=None, help="our head's init_std (default: the component's)")
     parser.add_argument("--layer-decay", type=float, default=1.0,

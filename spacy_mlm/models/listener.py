@@ -25,7 +25,8 @@ from thinc.types import Floats2d, Ragged
 
 from ..errors import SpacyMlmError
 from .encoding import ENCODING_ATTR, EncoderBatch
-from .pooling import DOC_POOLINGS, TOKEN_POOLINGS, piece_rows, pool_doc
+from ..tokenization.pair import PAIR_ATTR
+from .pooling import DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_rows, pool_doc
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,9 @@ class EncoderListener(Model):
             raise ValueError(
                 f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS + DOC_POOLINGS)}"
             )
-        Model.__init__(self, name=self.name, forward=listener_forward, dims={"nO": width}, attrs={"pooling": pooling})
+        self.width_factor = POOLING_WIDTH_FACTOR.get(pooling, 1)
+        nO = None if width is None else width * self.width_factor
+        Model.__init__(self, name=self.name, forward=listener_forward, dims={"nO": nO}, attrs={"pooling": pooling})
         self.upstream_name = upstream_name
         self._batch_id: Optional[int] = None
         self._outputs: Optional[EncoderBatch] = None
@@ -64,13 +67,18 @@ class EncoderListener(Model):
 
     def set_width(self, width: int) -> None:
         """Take the encoder's width (the encoder calls this when it loads); a
-        width given in the config must agree with it."""
-        if self.has_dim("nO") and self.get_dim("nO") != width:
+        width given in the config must agree with it. The output is that wide,
+        or a multiple of it for "pair_mean"."""
+        if self.has_dim("nO") and self.get_dim("nO") != width * self.width_factor:
             raise SpacyMlmError(
-                f"the listener was configured with width = {self.get_dim('nO')} but the encoder produces vectors "
-                f"of width {width}: leave the listener's width unset (null) to take the encoder's"
+                f"the listener was configured with width = {self.get_dim('nO') // self.width_factor} but the encoder "
+                f"produces vectors of width {width}: leave the listener's width unset (null) to take the encoder's"
             )
-        self.set_dim("nO", width)
+        self.set_dim("nO", width * self.width_factor)
+
+    def needs_width(self, width: int) -> bool:
+        """Whether the output width still has to be set from an encoder of `width`."""
+        return not self.has_dim("nO") or self.get_dim("nO") != width * self.width_factor
 
 
 @registry.architectures("spacy_mlm.EncoderListener.v1")
@@ -81,7 +89,9 @@ def build_encoder_listener_v1(
     doc ("cls": the [CLS] vector, "doc_mean": mean over the doc's pieces, "pooler":
     the model's own pretrained pooler, dense + tanh over [CLS], which Hugging Face's
     sequence classifiers read; a model without one, such as DistilBERT or weights
-    saved without it, gives the [CLS] vector instead, with a warning).
+    saved without it, gives the [CLS] vector instead, with a warning; "pair_mean":
+    for pair Docs, [u, v, |u - v|] with u and v the means of each side's pieces,
+    three times the encoder's width).
     width: the encoder's hidden size; null = taken from the encoder when it loads."""
     return EncoderListener(upstream, width, pooling)
 
@@ -94,8 +104,12 @@ def build_encoder_piece_listener_v1(width: Optional[int] = None, upstream: str =
     return EncoderListener(upstream, width, PIECES)
 
 
-def _pool(pooling: str, hidden: torch.Tensor, cls: torch.Tensor, pooled: Optional[torch.Tensor], alignment) -> torch.Tensor:
-    return piece_rows(hidden, alignment) if pooling == PIECES else pool_doc(hidden, cls, alignment, pooling, pooled)
+def _pool(pooling: str, hidden: torch.Tensor, cls: torch.Tensor, pooled: Optional[torch.Tensor], alignment,
+          doc: Doc) -> torch.Tensor:
+    if pooling == PIECES:
+        return piece_rows(hidden, alignment)
+    pair_start = doc._.get(PAIR_ATTR) if pooling == "pair_mean" and Doc.has_extension(PAIR_ATTR) else None
+    return pool_doc(hidden, cls, alignment, pooling, pooled, pair_start)
 
 
 def _check_pooler(model: EncoderListener, has_pooled: bool) -> None:
@@ -131,12 +145,12 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
     pooling = model.attrs["pooling"]
     if is_train and model._outputs is not None and model._batch_id == model.get_batch_id(docs):
         batch = model._outputs
-        if not model.has_dim("nO") or model.get_dim("nO") != int(batch.cls.shape[-1]):
+        if model.needs_width(int(batch.cls.shape[-1])):
             model.set_width(int(batch.cls.shape[-1]))
         _check_pooler(model, batch.pooled is not None)
         pooled = [
-            _pool(pooling, h, batch.cls[i], None if batch.pooled is None else batch.pooled[i], a)
-            for i, (h, a) in enumerate(zip(batch.hidden, batch.alignments))
+            _pool(pooling, h, batch.cls[i], None if batch.pooled is None else batch.pooled[i], a, doc)
+            for i, (h, a, doc) in enumerate(zip(batch.hidden, batch.alignments, docs))
         ]
         outputs = [_to_thinc(pooling, p, a) for p, a in zip(pooled, batch.alignments)]
 
@@ -154,10 +168,11 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         if encoding is None:
             outputs.append(_empty(model, doc))
             continue
-        if not model.has_dim("nO") or model.get_dim("nO") != encoding.width:
+        if model.needs_width(encoding.width):
             model.set_width(encoding.width)
         _check_pooler(model, encoding.pooled_tensor is not None)
-        rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.alignment)
+        rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.alignment,
+                     doc)
         outputs.append(_to_thinc(pooling, rows, encoding.alignment))
     return outputs, lambda d_outputs: []
 

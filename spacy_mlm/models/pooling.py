@@ -10,7 +10,9 @@ import torch
 from ..tokenization.align import Alignment
 
 TOKEN_POOLINGS = ("first", "mean", "last", "max")
-DOC_POOLINGS = ("cls", "doc_mean", "pooler")
+DOC_POOLINGS = ("cls", "doc_mean", "pooler", "pair_mean")
+# doc poolings whose row is wider than the encoder: pair_mean is [u, v, |u - v|]
+POOLING_WIDTH_FACTOR = {"pair_mean": 3}
 SUBWORD_POOLINGS = ("first", "mean")
 
 
@@ -44,13 +46,35 @@ def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> tor
     raise ValueError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
 
 
+def pool_pair_sides(hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pair_start: Optional[int]) -> torch.Tensor:
+    """(1, 3 * width): [u, v, |u - v|] with u the mean of side A's pieces and v
+    of side B's (the tokens from `pair_start` on), both read from the one
+    cross-encoded pass: Sentence-BERT's classification features. Encoders trained
+    as mean-pooled sentence embedders (the sentence-transformers family) put
+    their meaning in the mean of the pieces, not in [CLS]. A side without pieces
+    reads as the [CLS] vector; a single text (`pair_start` None) as u = v."""
+    pieces = alignment.piece_index  # grouped by token, in token order
+    if pair_start is None:
+        a_rows = b_rows = pieces
+    else:
+        split = int(numpy.searchsorted(alignment.token_index, pair_start))
+        a_rows, b_rows = pieces[:split], pieces[split:]
+    u, v = (hidden[_index(rows, hidden.device)].mean(dim=0) if len(rows) else cls for rows in (a_rows, b_rows))
+    return torch.cat([u, v, (u - v).abs()])[None, :]
+
+
 def pool_doc(
-    hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pooling: str, pooled: Optional[torch.Tensor] = None
+    hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pooling: str, pooled: Optional[torch.Tensor] = None,
+    pair_start: Optional[int] = None,
 ) -> torch.Tensor:
     """A listener's rows for one doc: (1, width) for "cls" (the [CLS] vector),
     "doc_mean" (mean over the pieces; [CLS] for a doc without pieces) and "pooler"
     (`pooled`, the model's pretrained dense + tanh over [CLS]; the [CLS] vector
-    where the model has no pooler), else (n_tokens, width) by `pool_tokens`."""
+    where the model has no pooler), (1, 3 * width) for "pair_mean"
+    (`pool_pair_sides`, with side B from token `pair_start`), else (n_tokens,
+    width) by `pool_tokens`."""
+    if pooling == "pair_mean":
+        return pool_pair_sides(hidden, cls, alignment, pair_start)
     if pooling == "pooler" and pooled is not None:
         return pooled[None, :]
     if pooling in ("cls", "pooler"):
