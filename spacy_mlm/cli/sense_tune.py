@@ -20,6 +20,7 @@ def sense_tune_cli(
     max_span: int = typer.Option(5, "--max-span", help="the masked view masks one span of 1..N pieces (never the target's)"),
     layer: int = typer.Option(-1, "--layer", help="the hidden state the loss reads (-1: the top one)"),
     max_sentences: int = typer.Option(0, "--max-sentences", help="read at most N sentences (0: all)"),
+    same_word: int = typer.Option(1, "--same-word", help="1: random sentences per batch; k: batch_size/k words with k sentences each (the same word in other contexts among the negatives)"),
     seed: int = typer.Option(0, "--seed"),
     quiet: bool = quiet_option(),
 ):
@@ -36,7 +37,8 @@ def sense_tune_cli(
     *raw, output_dir = paths
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = SenseTuneSettings(steps=steps, batch_size=batch_size, learn_rate=learn_rate, temperature=temperature,
-                                 max_span=max_span, layer=layer, max_sentences=max_sentences, seed=seed)
+                                 max_span=max_span, layer=layer, max_sentences=max_sentences,
+                                 same_word=same_word, seed=seed)
     summary = sense_tune(model_dir, raw, output_dir, settings, quiet=quiet)
     typer.echo(f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} over {steps} steps "
                f"({summary['sentences']} sentences, {summary['seconds']:.0f} s); encoder saved to {output_dir}")

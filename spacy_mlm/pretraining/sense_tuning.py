@@ -16,6 +16,12 @@ context that do not change what it means (a few masked words, dropout) while
 staying apart from other words in other contexts: the property that the
 target-word cosine of WiC relies on.
 
+With random sentences in a batch the targets are almost always different
+words, which a pretrained encoder tells apart at once (MiniLM starts near a
+loss of 0.01). `same_word = k` builds each batch from batch_size / k words
+with k sentences each, so the negatives include the same word in other
+contexts: the vector must then carry its context, not only the word.
+
 `sense_tune` trains and writes a plain Hugging Face encoder directory (config,
 safetensors, tokenizer: what `AutoModel` / `mlm_encoder` / spacy-transformers
 load) atomically, like `pretrain`'s output. `python -m spacy_mlm sense-tune`
@@ -60,6 +66,9 @@ class SenseTuneSettings:
     # targets: words of at least this many letters
     min_target_chars: int = 3
     max_sentences: int = 0
+    # 1: each batch is random sentences (MirrorWiC). k > 1: batch_size / k words, each with
+    # k sentences that hold it, so the same word in other contexts is among the negatives
+    same_word: int = 1
     seed: int = 0
 
 
@@ -200,6 +209,37 @@ def sense_tuning_loss(model, tokenizer, encoded, settings: SenseTuneSettings, rn
 
 # -- the run ------------------------------------------------------------------------------------------------------
 
+def word_occurrences(sentences: Iterable[str], min_chars: int = 3) -> Dict[str, List[Tuple[str, int, int]]]:
+    """{lowercased word: [(sentence, start, end), ...]}: every occurrence of every word
+    (letters, at least min_chars) of the sentences, at most once per sentence."""
+    index: Dict[str, List[Tuple[str, int, int]]] = {}
+    for sentence in sentences:
+        seen = set()
+        for m in WORD.finditer(sentence):
+            word = m.group().lower()
+            if m.end() - m.start() >= min_chars and word not in seen:
+                seen.add(word)
+                index.setdefault(word, []).append((sentence, m.start(), m.end()))
+    return index
+
+
+def same_word_batches(index: Dict[str, List[Tuple[str, int, int]]], tokenizer, settings: "SenseTuneSettings",
+                      rng: random.Random) -> Iterator[List]:
+    """Batches of batch_size / same_word word types (drawn uniformly among the
+    words with at least same_word occurrences, so that content words dominate),
+    each with same_word of its sentences; encoded as `encode_targets` does."""
+    k = settings.same_word
+    words = sorted(w for w, items in index.items() if len(items) >= k)
+    per_batch = settings.batch_size // k
+    if len(words) < per_batch:
+        raise SpacyMlmError(f"{len(words)} words occur in at least {k} sentences: fewer than the {per_batch} a batch needs")
+    while True:
+        items = [item for word in rng.sample(words, per_batch) for item in rng.sample(index[word], k)]
+        encoded = encode_targets(tokenizer, items, settings.max_pieces)
+        if len(encoded) >= 2:
+            yield encoded
+
+
 def _batches(encoded: List, batch_size: int, rng: random.Random) -> Iterator[List]:
     while True:
         order = list(range(len(encoded)))
@@ -224,11 +264,20 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
     if tokenizer.mask_token_id is None:
         raise SpacyMlmError(f"{model_dir}: the tokenizer has no mask token, which the masked view needs")
     model = AutoModel.from_pretrained(str(model_dir))
+    if settings.same_word < 1 or settings.same_word > settings.batch_size // 2:
+        raise SpacyMlmError(f"same_word must be in 1..batch_size / 2, got {settings.same_word}")
     sentences = raw_sentences(raw_text, settings.min_words, limit=settings.max_sentences)
-    encoded = encode_targets(tokenizer, pick_targets(sentences, rng, settings.min_target_chars), settings.max_pieces)
-    if len(encoded) < settings.batch_size:
-        raise SpacyMlmError(f"{len(encoded)} usable sentences in {', '.join(map(str, raw_text))}: fewer than one batch of {settings.batch_size}")
-    logger.info("sense tuning on %d sentences, %d steps of %d", len(encoded), settings.steps, settings.batch_size)
+    if settings.same_word > 1:
+        index = word_occurrences(sentences, settings.min_target_chars)
+        batches = same_word_batches(index, tokenizer, settings, rng)
+        n_sentences = len(sentences)
+    else:
+        encoded = encode_targets(tokenizer, pick_targets(sentences, rng, settings.min_target_chars), settings.max_pieces)
+        if len(encoded) < settings.batch_size:
+            raise SpacyMlmError(f"{len(encoded)} usable sentences in {', '.join(map(str, raw_text))}: fewer than one batch of {settings.batch_size}")
+        batches = _batches(encoded, settings.batch_size, rng)
+        n_sentences = len(encoded)
+    logger.info("sense tuning on %d sentences, %d steps of %d", n_sentences, settings.steps, settings.batch_size)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learn_rate, weight_decay=settings.weight_decay)
 
@@ -240,7 +289,6 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     losses: List[float] = []
     start = time.time()
-    batches = _batches(encoded, settings.batch_size, rng)
     for step in range(settings.steps):
         loss = sense_tuning_loss(model, tokenizer, next(batches), settings, rng)
         optimizer.zero_grad()
@@ -254,7 +302,7 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
     model.eval()
     tenth = max(1, len(losses) // 10)
     summary = {"first_loss": sum(losses[:tenth]) / tenth, "last_loss": sum(losses[-tenth:]) / tenth,
-               "sentences": len(encoded), "seconds": round(time.time() - start, 1)}
+               "sentences": n_sentences, "seconds": round(time.time() - start, 1)}
     record = {"settings": asdict(settings), "model": str(model_dir), "raw_text": [str(p) for p in raw_text],
               **summary, "losses": [round(x, 5) for x in losses]}
     if not all(math.isfinite(x) for x in losses):

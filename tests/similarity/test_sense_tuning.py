@@ -116,3 +116,28 @@ def test_too_few_sentences_or_a_bad_batch_are_refused(raw_file, tiny_model_dir, 
     with pytest.raises(SpacyMlmError, match="batch_size >= 2"):
         sense_tune(tiny_model_dir, [raw_file], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=1))
     assert not (tmp_path / "x").exists()
+
+
+def test_same_word_batches_put_one_word_in_several_contexts(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from spacy_mlm.pretraining.sense_tuning import same_word_batches, word_occurrences
+
+    sentences = ["The river bank was muddy.", "She opened an account at the bank.", "A bank of clouds rose.",
+                 "Birds return every spring.", "The spring was broken.", "Water came from a spring."]
+    index = word_occurrences(sentences)
+    assert [s for s, _, _ in index["bank"]] == sentences[:3] and "a" not in index  # under 3 letters
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    settings = SenseTuneSettings(batch_size=4, same_word=2)
+    batch = next(same_word_batches(index, tokenizer, settings, random.Random(0)))
+    assert len(batch) == 4
+    words = [tokenizer.decode([ids[p] for p in positions]).replace(" ", "").lower() for ids, positions in batch]
+    assert words[0] == words[1] and words[2] == words[3] and words[0] != words[2], words
+
+
+def test_sense_tune_with_same_word_batches(raw_file, tiny_model_dir, tmp_path):
+    summary = sense_tune(tiny_model_dir, [raw_file], tmp_path / "tuned",
+                         SenseTuneSettings(steps=2, batch_size=4, same_word=2, learn_rate=1e-3), quiet=True)
+    assert summary["first_loss"] > 0 and (tmp_path / "tuned" / "model.safetensors").is_file()
+    with pytest.raises(SpacyMlmError, match="same_word"):
+        sense_tune(tiny_model_dir, [raw_file], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=4, same_word=3))
