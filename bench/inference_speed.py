@@ -6,7 +6,7 @@ intra-op threads alike); and the accuracy cost of each precision, as deltas
 textcat pipeline (SST-2 dev), trained here or passed in.
 
     .venv/bin/python bench/inference_speed.py [--quick] [--threads 1,2]
-        [--ner-model DIR] [--textcat-model DIR] [--keep-fp32-layers 0,-1]
+        [--ner-model DIR] [--textcat-model DIR] [--save-trained DIR] [--keep-fp32-layers 0,-1]
 
 Systems: spacy_trf (128-piece spans, stride 96), fp32 (torch), bf16 (torch
 autocast), onnx_fp32 and int8 (ONNX Runtime: transformer fusions, then dynamic
@@ -172,8 +172,9 @@ def deltas(pipeline: Path, score, tmp: Path, keep_fp32_layers: str):
 
 
 def accuracy_costs(args, model_path, tmp: Path):
-    ner_model = args.ner_model or train_ner(args, model_path, tmp / "ner")
-    textcat_model = args.textcat_model or train_textcat(args, model_path, tmp / "textcat")
+    trained = args.save_trained or tmp
+    ner_model = args.ner_model or train_ner(args, model_path, trained / "ner")
+    textcat_model = args.textcat_model or train_textcat(args, model_path, trained / "textcat")
     vocab = spacy.blank("en").vocab
     dev_docs = ner_conll.load_sentences(args.conll_dev, vocab, args.ner_dev, args.seed)
     budget = classify.parse_args(["--sst2-train", str(args.sst2_train), "--sst2-dev", str(args.sst2_dev),
@@ -214,6 +215,9 @@ def main():
     parser.add_argument("--textcat-dev", type=int, default=0, help="SST-2 dev texts scored (0 = all)")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save-trained", type=Path, default=None,
+                        help="keep the pipelines trained here in DIR/ner and DIR/textcat (pass them back with "
+                             "--ner-model / --textcat-model to score other int8 setups on the same pipelines)")
     parser.add_argument("--keep-fp32-layers", default="", help="int8: layers kept in fp32 (optimize's option)")
     parser.add_argument("--quick", action="store_true",
                         help="unless given: 40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch; "
