@@ -138,14 +138,23 @@ def train_spacy(nlp, make_doc, train_rows, labels, args, seed: int, after_initia
 
 
 # -- (a) ours -----------------------------------------------------------------------
+def nli_config_pooling() -> str:
+    """The pooling of the shipped pair config, configs/nli.cfg."""
+    config = spacy.util.load_config(REPO / "configs" / "nli.cfg", interpolate=False)
+    return config["components"]["nli"]["model"]["tok2vec"]["pooling"]
+
+
 def run_ours(train_rows, labels, args, seed):
-    """Our pipeline as a user gets it from the factories; the options below are
-    there for ablations and are left at the component's defaults unless given."""
+    """Our pipeline as a user gets it from the factories, with configs/nli.cfg's
+    pooling for pairs; the options below are there for ablations and are left at
+    those defaults unless given."""
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": args.max_length}})
     head = {}
-    if args.pooling is not None:
-        head["tok2vec"] = {"pooling": args.pooling}
+    pairs = bool(train_rows) and train_rows[0][1] is not None
+    pooling = args.pooling or (nli_config_pooling() if pairs else None)
+    if pooling is not None:
+        head["tok2vec"] = {"pooling": pooling}
     if args.init_std is not None:
         head["init_std"] = args.init_std
     nlp.add_pipe("mlm_textcat", config={"model": head})
@@ -337,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dropout", type=float, default=0.1, help="the spaCy systems' dropout (nlp.update drop)")
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--pooling", default=None, choices=["cls", "doc_mean", "pooler", "pair_mean"],
-                        help="our head's pooling (default: the component's)")
+                        help="our head's pooling (default: the component's; for pairs configs/nli.cfg's)")
     parser.add_argument("--init-std", type=float, default=None, help="our head's init_std (default: the component's)")
     parser.add_argument("--layer-decay", type=float, default=1.0,
                         help="ours: layer-wise learning-rate decay (spacy_mlm.LayerDecayAdam.v2); 1.0 = plain Adam")
