@@ -304,6 +304,10 @@ def run_task(task, args, seeds, results):
         for system in systems:
             train_s[system].append(float(numpy.median(seed_runs[system])))
             train_runs[system] += seed_runs[system]
+    joined = []
+    for path in args.join:
+        joined += join_systems(path, task, seeds, gold, systems + joined, accuracies, predictions, train_s, train_runs)
+    systems = systems + joined
     print(f"\n{task} over seeds {','.join(map(str, seeds))}:", flush=True)
     for system in systems:
         mean, sd = mean_and_sd(accuracies[system])
@@ -311,14 +315,35 @@ def run_task(task, args, seeds, results):
         results[f"{task}_{system}_sd"] = round(sd, 4)
         results[f"{task}_{system}_runs"] = [round(a, 4) for a in accuracies[system]]
         results[f"{task}_{system}_train_s"] = round(float(numpy.mean(train_s[system])), 1)
-        print(f"{system:<10} accuracy {mean:.4f} ± {sd:.4f}  train s {results[f'{task}_{system}_train_s']:.1f}",
-              flush=True)
+        print(f"{system:<10} accuracy {mean:.4f} ± {sd:.4f}  train s {results[f'{task}_{system}_train_s']:.1f}"
+              + (" (joined from an earlier run)" if system in joined else ""), flush=True)
     peers = [results[f"{task}_{p}_train_s"] for p in PEERS if p in systems]
     if "ours" in systems and peers:
         results[f"{task}_ours_train_speedup"] = round(min(peers) / results[f"{task}_ours_train_s"], 3)
     results[f"{task}_train_s_runs"] = {system: [round(t, 1) for t in runs] for system, runs in train_runs.items()}
     compare_with_best_peer(task, predictions, gold, results, args.bootstrap_samples)
-    return {"seeds": list(seeds), "gold": gold, "predictions": predictions}
+    return {"seeds": list(seeds), "gold": gold, "predictions": predictions, "train_s": train_s}
+
+
+def join_systems(path, task, seeds, gold, systems, accuracies, predictions, train_s, train_runs):
+    """Add the systems of an earlier run's --predictions file that this run did
+    not train (e.g. the peers, when only ours changed): only for the same task,
+    seeds and gold labels row for row, so the pooled bootstrap stays paired.
+    Returns the systems added."""
+    earlier = json.loads(Path(path).read_text(encoding="utf8")).get(task)
+    if earlier is None:
+        raise SystemExit(f"--join {path}: no {task} predictions in it")
+    if earlier["seeds"] != list(seeds) or earlier["gold"] != gold:
+        raise SystemExit(f"--join {path}: its {task} run had other seeds or test rows ({earlier['seeds']}) than this one")
+    if "train_s" not in earlier:
+        raise SystemExit(f"--join {path}: no training times in it (add \"train_s\": {{system: [seconds per seed]}})")
+    added = [system for system in earlier["predictions"] if system not in systems]
+    for system in added:
+        predictions[system] = earlier["predictions"][system]
+        accuracies[system] = [accuracy(p, g) for p, g in zip(predictions[system], gold)]
+        train_s[system] = train_runs[system] = earlier["train_s"][system]
+        print(f"{task}: {system} joined from {path}", flush=True)
+    return added
 
 
 def write_json(path, data) -> None:
@@ -357,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="one seed (see --seeds)")
     parser.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2,3,4 (overrides --seed)")
     parser.add_argument("--bootstrap-samples", type=int, default=10000)
+    parser.add_argument("--join", action="append", default=[],
+                        help="an earlier run's --predictions file (same seeds and test rows): its systems that this "
+                             "run does not train join the summary and the bootstrap (repeatable)")
     parser.add_argument("--predictions", default=None,
                         help="write every system's predictions per seed (and the gold labels) to this JSON file")
     parser.add_argument(
