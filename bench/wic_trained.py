@@ -24,10 +24,20 @@ setting with the highest WiC **train** accuracy is scored on dev
 same grid and rule on the base encoder give `base_same_grid` /
 `base_same_grid_target_only`: the tuning's own gain is the difference. The
 tuned encoder's top layer, target only, one threshold (as `raw`) is
-`self_supervised_top`.
+`self_supervised_top`. With several tuned encoders (`--tuned A B`), the
+encoder whose picked setting has the highest train accuracy is the one
+reported; every candidate's train and dev figures are listed too
+(`tuned_candidates`).
+
+The tuned encoders of docs/similarity.md:
+
+    python -m spacy_mlm sense-tune MINILM ../shared/data/raw_text/wikipedia/en_wiki_sample.jsonl \
+        OUT/minilm_sense_tuned --steps 150 --batch-size 64                 # random batches
+    python -m spacy_mlm sense-tune MINILM ../shared/data/raw_text/wikipedia/en_wiki_sample.jsonl \
+        OUT/minilm_sense_tuned_sw4 --steps 150 --batch-size 64 --same-word 4
 
     python bench/wic_trained.py [--model DIR] [--data ../shared/data/wic] [--output DIR]
-        [--trained PIPELINE] [--tuned SENSE_TUNED_DIR] [--wic-results LAST_LINE.json]
+        [--trained PIPELINE] [--tuned SENSE_TUNED_DIR...] [--wic-results LAST_LINE.json]
         [--cache-dir DIR] [--train-limit N] [--max-steps N]
 
 Last line: one JSON object: raw, best, best_transform, trained_head,
@@ -129,7 +139,9 @@ def main(argv=None) -> None:
     parser.add_argument("--data", default="../shared/data/wic")
     parser.add_argument("--output", default="training/senses", help="where spacy train writes (without --trained)")
     parser.add_argument("--trained", default=None, help="a pipeline configs/senses.cfg already trained on WiC train")
-    parser.add_argument("--tuned", default=None, help="an encoder directory written by python -m spacy_mlm sense-tune")
+    parser.add_argument("--tuned", nargs="+", default=None,
+                        help="encoder directories written by python -m spacy_mlm sense-tune; with several, the one "
+                             "whose best setting has the highest WiC train accuracy is self_supervised")
     parser.add_argument("--cache-dir", default=None, help="keep the base and tuned encoders' WiC vectors here (.npz)")
     parser.add_argument("--skip-head", action="store_true", help="only the self-supervised figures (no trained head)")
     parser.add_argument("--wic-results", default=None, help="a file whose last line is bench/wic.py's JSON")
@@ -145,7 +157,12 @@ def main(argv=None) -> None:
     figures = {}
     if args.tuned:
         base_grid = raw_grid(*encoder_vectors(args.model, train, dev, cache and cache / "base_vectors.npz"), train, dev)
-        tuned_grid = raw_grid(*encoder_vectors(args.tuned, train, dev, cache and cache / "tuned_vectors.npz"), train, dev)
+        candidates = []
+        for k, tuned in enumerate(args.tuned):
+            name = "tuned_vectors.npz" if len(args.tuned) == 1 else f"tuned{k}_vectors.npz"
+            candidates.append((tuned, raw_grid(*encoder_vectors(tuned, train, dev, cache and cache / name), train, dev)))
+        # the encoder (and its setting) with the highest train accuracy; the first on ties
+        chosen, tuned_grid = max(candidates, key=lambda c: c[1]["best"]["train_acc"])
         figures.update({
             "self_supervised": round(tuned_grid["best"]["dev_acc"], 4),
             "self_supervised_train": round(tuned_grid["best"]["train_acc"], 4),
@@ -159,9 +176,15 @@ def main(argv=None) -> None:
             "base_same_grid_target_only": round(base_grid["target_only"]["dev_acc"], 4),
             "base_same_grid_target_only_setting": describe(base_grid["target_only"]),
             "base_top": round(base_grid["top"]["dev_acc"], 4),
-            "grid_settings": tuned_grid["n_settings"], "tuned_encoder": args.tuned,
+            "grid_settings": tuned_grid["n_settings"], "tuned_encoder": chosen,
         })
-        tuning_record = Path(args.tuned) / "sense_tuning.json"
+        if len(candidates) > 1:
+            figures["tuned_candidates"] = [
+                {"encoder": tuned, "train": round(g["best"]["train_acc"], 4), "dev": round(g["best"]["dev_acc"], 4),
+                 "setting": describe(g["best"]), "target_only_train": round(g["target_only"]["train_acc"], 4),
+                 "target_only_dev": round(g["target_only"]["dev_acc"], 4), "top_dev": round(g["top"]["dev_acc"], 4)}
+                for tuned, g in candidates]
+        tuning_record = Path(chosen) / "sense_tuning.json"
         if tuning_record.is_file():
             record = json.loads(tuning_record.read_text(encoding="utf8"))
             figures["tuning"] = {k: record.get(k) for k in ("settings", "first_loss", "last_loss", "sentences", "seconds")}
