@@ -258,15 +258,15 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
 
     if settings.steps < 1 or settings.batch_size < 2:
         raise SpacyMlmError("sense tuning needs steps >= 1 and batch_size >= 2 (the batch's other targets are the negatives)")
+    if settings.same_word < 1 or settings.same_word > settings.batch_size // 2:
+        raise SpacyMlmError(f"same_word must be in 1..batch_size / 2, got {settings.same_word}")
+    sentences = raw_sentences(raw_text, settings.min_words, limit=settings.max_sentences)  # bad paths fail first
     rng = random.Random(settings.seed)
     torch.manual_seed(settings.seed)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     if tokenizer.mask_token_id is None:
         raise SpacyMlmError(f"{model_dir}: the tokenizer has no mask token, which the masked view needs")
     model = AutoModel.from_pretrained(str(model_dir))
-    if settings.same_word < 1 or settings.same_word > settings.batch_size // 2:
-        raise SpacyMlmError(f"same_word must be in 1..batch_size / 2, got {settings.same_word}")
-    sentences = raw_sentences(raw_text, settings.min_words, limit=settings.max_sentences)
     if settings.same_word > 1:
         index = word_occurrences(sentences, settings.min_target_chars)
         batches = same_word_batches(index, tokenizer, settings, rng)

@@ -115,6 +115,8 @@ def test_too_few_sentences_or_a_bad_batch_are_refused(raw_file, tiny_model_dir, 
         sense_tune(tiny_model_dir, [raw_file], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=64))
     with pytest.raises(SpacyMlmError, match="batch_size >= 2"):
         sense_tune(tiny_model_dir, [raw_file], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=1))
+    with pytest.raises(SpacyMlmError, match="does not exist"):
+        sense_tune(tiny_model_dir, [tmp_path / "missing.txt"], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=4))
     assert not (tmp_path / "x").exists()
 
 
