@@ -134,18 +134,7 @@ def build_sense_head_v1(pooling: str = "mean", context: bool = True, init_scale:
     pooling: how a token's pieces become one vector (per layer): mean | first | last | max.
     context: add the sentence's (learned weight) to each token's vector (see the module docstring).
     init_scale: the starting scale of the pair loss's logits (scale * cosine + bias)."""
-    if pooling not in TOKEN_POOLINGS:
-        raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
-    if not init_scale > 0:
-        raise SpacyMlmError(f"init_scale must be > 0, got {init_scale}")
-    return Model(
-        "mlm_sense_head",
-        _forward,
-        init=_init,
-        dims={"nO": None},
-        shims=[TorchShim(build=SenseHead)],
-        attrs={"pooling": pooling, "context": bool(context), "init_scale": float(init_scale)},
-    )
+    return _sense_head_model(SenseHead, pooling, init_scale, context=bool(context))
 
 
 @registry.architectures("spacy_mlm.SenseHead.v2")
@@ -155,6 +144,10 @@ def build_sense_head_v2(pooling: str = "mean", init_scale: float = 10.0) -> Mode
 
     pooling: how a token's pieces become one vector (per layer): mean | first | last | max.
     init_scale: the starting scale of the pair loss's logits (scale * cosine + bias)."""
+    return _sense_head_model(SenseHeadV2, pooling, init_scale, version=2)
+
+
+def _sense_head_model(module: type, pooling: str, init_scale: float, **attrs) -> Model:
     if pooling not in TOKEN_POOLINGS:
         raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
     if not init_scale > 0:
@@ -164,8 +157,8 @@ def build_sense_head_v2(pooling: str = "mean", init_scale: float = 10.0) -> Mode
         _forward,
         init=_init,
         dims={"nO": None},
-        shims=[TorchShim(build=SenseHeadV2)],
-        attrs={"pooling": pooling, "init_scale": float(init_scale), "version": 2},
+        shims=[TorchShim(build=module)],
+        attrs={"pooling": pooling, "init_scale": float(init_scale), **attrs},
     )
 
 
