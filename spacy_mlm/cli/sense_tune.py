@@ -21,7 +21,7 @@ def sense_tune_cli(
     layer: int = typer.Option(-1, "--layer", help="the hidden state the loss reads (-1: the top one)"),
     max_sentences: int = typer.Option(0, "--max-sentences", help="read at most N sentences (0: all)"),
     same_word: int = typer.Option(1, "--same-word", help="1: random sentences per batch; k: batch_size/k words with k sentences each (the same word in other contexts among the negatives)"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="random seed of the target words, masks, dropout and batch order"),
     quiet: bool = quiet_option(),
 ):
     """MirrorWiC-style tuning: a random word of each sentence is its target; the
