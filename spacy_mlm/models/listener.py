@@ -24,8 +24,8 @@ from thinc.api import Model, get_current_ops, torch2xp, xp2torch
 from thinc.types import Floats2d, Ragged
 
 from ..errors import SpacyMlmError
-from .encoding import ENCODING_ATTR, EncoderBatch
 from ..tokenization.pair import PAIR_ATTR
+from .encoding import ENCODING_ATTR, EncoderBatch
 from .pooling import DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_rows, pool_doc
 
 logger = logging.getLogger(__name__)
