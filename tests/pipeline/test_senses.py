@@ -109,8 +109,8 @@ def test_similarity_and_the_inventory_use_the_projected_space(trained):
         sent = (torch.einsum("s,sw->w", torch.softmax(head.sentence_logits, 0), sentences[2])
                 - head.sentence_static * sentences[2, 0])
         expected = torch.cat([normalize(word * (1 + head.scale), dim=0),
-                              head.context.exp() * normalize(sent * (1 + head.sentence_scale), dim=0)]).numpy()
-        unscaled = torch.cat([normalize(word, dim=0), head.context.exp() * normalize(sent * (1 + head.sentence_scale), dim=0)]).numpy()
+                              head.context.exp() * normalize(sent * (1 + head.sentence_scale), dim=0)]).cpu().numpy()
+        unscaled = torch.cat([normalize(word, dim=0), head.context.exp() * normalize(sent * (1 + head.sentence_scale), dim=0)]).cpu().numpy()
     assert river[2].vector.shape == (2 * tokens.shape[-1],)
     numpy.testing.assert_allclose(river[2].vector, expected, rtol=1e-4, atol=1e-5)
     assert not numpy.allclose(river[2].vector, unscaled, atol=1e-3)
