@@ -40,6 +40,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ..errors import SpacyMlmError
+from ..models.hf import load_backbone
 from ..util.io import atomic_directory
 
 logger = logging.getLogger(__name__)
@@ -254,8 +255,6 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
     it to `output_dir` (a plain HF encoder directory, replaced atomically) with
     `sense_tuning.json` (the settings and the loss curve). Returns the first
     and last losses (means over the first and last tenth of the steps)."""
-    from transformers import AutoModel, AutoTokenizer
-
     if settings.steps < 1 or settings.batch_size < 2:
         raise SpacyMlmError("sense tuning needs steps >= 1 and batch_size >= 2 (the batch's other targets are the negatives)")
     if settings.same_word < 1 or settings.same_word > settings.batch_size // 2:
@@ -263,10 +262,9 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
     sentences = raw_sentences(raw_text, settings.min_words, limit=settings.max_sentences)  # bad paths fail first
     rng = random.Random(settings.seed)
     torch.manual_seed(settings.seed)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model, tokenizer = load_backbone(model_dir)  # checked directory, no remote code, weights that fit
     if tokenizer.mask_token_id is None:
         raise SpacyMlmError(f"{model_dir}: the tokenizer has no mask token, which the masked view needs")
-    model = AutoModel.from_pretrained(str(model_dir))
     if settings.same_word > 1:
         index = word_occurrences(sentences, settings.min_target_chars)
         batches = same_word_batches(index, tokenizer, settings, rng)
