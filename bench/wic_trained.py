@@ -45,6 +45,7 @@ self_supervised (null without --tuned), spacy_trf (from --wic-results), and
 the details.
 """
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -69,21 +70,38 @@ MERGED = ("best", "best_transform", "spacy_trf")
 CONTEXT_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 0.9)
 
 
-def encoder_vectors(model: str, train, dev, cache: Path = None):
+def encoder_identity(model: str) -> str:
+    """What a cache of `model`'s vectors must match: the directory and its
+    weights' size and modification time, so that a re-tuned encoder written
+    to the same directory is encoded again."""
+    root = Path(model).resolve()
+    weights = sorted(f for f in root.iterdir() if f.suffix in (".safetensors", ".bin")) if root.is_dir() else []
+    stamps = [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in weights]
+    return "|".join([str(root), *stamps])
+
+
+def encoder_vectors(model: str, train, dev, cache_dir: Path = None):
     """bench/wic.py's per-hidden-state target and sentence vectors of train
-    and dev, (t1, t2, s1, s2) each, cached in `cache` (.npz) when given."""
+    and dev, (t1, t2, s1, s2) each, cached in `cache_dir` (one .npz per
+    encoder, named by a hash of `encoder_identity`, which it also stores and
+    checks) when given."""
     keys = ("t1", "t2", "s1", "s2")
-    if cache is not None and cache.is_file():
-        data = numpy.load(cache)
-        return [data[f"train_{k}"] for k in keys], [data[f"dev_{k}"] for k in keys]
+    identity = encoder_identity(model)
+    cache = None
+    if cache_dir is not None:
+        cache = cache_dir / f"vectors_{hashlib.sha1(identity.encode()).hexdigest()[:16]}.npz"
+        if cache.is_file():
+            data = numpy.load(cache)
+            if str(data["encoder"]) == identity:
+                return [data[f"train_{k}"] for k in keys], [data[f"dev_{k}"] for k in keys]
     from wic import our_vectors  # bench/wic.py, beside this file
-    from spacy_mlm import make_vectors_pipeline
 
     nlp = make_vectors_pipeline(model, all_layers=True)
     tr, dv = our_vectors(nlp, train, 64), our_vectors(nlp, dev, 64)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        numpy.savez(cache, **{f"train_{k}": v for k, v in zip(keys, tr)}, **{f"dev_{k}": v for k, v in zip(keys, dv)})
+        numpy.savez(cache, encoder=numpy.array(identity),
+                    **{f"train_{k}": v for k, v in zip(keys, tr)}, **{f"dev_{k}": v for k, v in zip(keys, dv)})
     return list(tr), list(dv)
 
 
@@ -156,11 +174,10 @@ def main(argv=None) -> None:
     cache = Path(args.cache_dir) if args.cache_dir else None
     figures = {}
     if args.tuned:
-        base_grid = raw_grid(*encoder_vectors(args.model, train, dev, cache and cache / "base_vectors.npz"), train, dev)
+        base_grid = raw_grid(*encoder_vectors(args.model, train, dev, cache), train, dev)
         candidates = []
-        for k, tuned in enumerate(args.tuned):
-            name = "tuned_vectors.npz" if len(args.tuned) == 1 else f"tuned{k}_vectors.npz"
-            candidates.append((tuned, raw_grid(*encoder_vectors(tuned, train, dev, cache and cache / name), train, dev)))
+        for tuned in args.tuned:
+            candidates.append((tuned, raw_grid(*encoder_vectors(tuned, train, dev, cache), train, dev)))
         # the encoder (and its setting) with the highest train accuracy; the first on ties
         chosen, tuned_grid = max(candidates, key=lambda c: c[1]["best"]["train_acc"])
         figures.update({
