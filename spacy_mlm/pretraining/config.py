@@ -27,6 +27,10 @@ max_length = 128
 batch_size = 32
 grad_accumulation_steps = 1
 max_steps = 1000
+# the first N steps train only the output heads (the MLM head, and NSP's), with the encoder and its
+# embeddings frozen: a source without an MLM head (MiniLM, any AutoModel save) then does not
+# train its encoder through a random head at the start (mlm only; 0 = off)
+head_only_steps = 0
 # seconds; 0 = no limit (a checkpoint is written when time runs out)
 max_time = 0
 eval_every = 100
@@ -138,7 +142,7 @@ OBJECTIVES = ("mlm", "rtd")
 INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
 LIMITS = {
     "seed": (INT,), "max_length": (INT, ">= 4"), "batch_size": (INT, ">= 1"),
-    "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "max_time": (NUMBER, ">= 0"),
+    "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "head_only_steps": (INT, ">= 0"), "max_time": (NUMBER, ">= 0"),
     "eval_every": (INT, ">= 0"), "eval_sequences": (INT, ">= 0"), "checkpoint_every": (INT, ">= 0"),
     "keep_checkpoints": (INT, ">= 0"), "log_every": (INT, ">= 1"), "objective": (TEXT,), "next_sentence": (FLAG,),
     "device": (TEXT,),
@@ -183,6 +187,13 @@ def check_values(config: Config) -> None:
         raise SpacyMlmError(f"[pretraining] objective must be one of {', '.join(OBJECTIVES)}, got {section['objective']!r}")
     if section["objective"] == "rtd" and section["next_sentence"]:
         raise SpacyMlmError("[pretraining] next_sentence works with objective = \"mlm\" only (ELECTRA has no NSP)")
+    if section["head_only_steps"] and section["objective"] != "mlm":
+        raise SpacyMlmError("[pretraining] head_only_steps works with objective = \"mlm\" only (RTD has no MLM head)")
+    if section["head_only_steps"] >= section["max_steps"]:
+        raise SpacyMlmError(
+            f"[pretraining] head_only_steps ({section['head_only_steps']}) must be below max_steps "
+            f"({section['max_steps']}): the encoder would never train"
+        )
     masking = section["masking"]
     if masking["mask_fraction"] + masking["random_fraction"] > 1:
         raise SpacyMlmError(

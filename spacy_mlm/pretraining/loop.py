@@ -193,6 +193,16 @@ def make_optimizer(model: torch.nn.Module, opt_cfg, max_steps: int):
     return optimizer, get_linear_schedule_with_warmup(optimizer, opt_cfg["warmup_steps"], max_steps)
 
 
+def freeze_encoder(mlm_model: torch.nn.Module, frozen: bool) -> None:
+    """Freeze (or unfreeze) everything but the output heads: the base model
+    (`bert`, `roberta`, ...) holds the encoder and the input embeddings, which
+    the MLM decoder shares, so only the head's transform, its bias and any NSP
+    layer stay trainable. Frozen weights get no gradient, so AdamW leaves them
+    and their moments as they are, and the backward pass stops at the head."""
+    for parameter in mlm_model.base_model.parameters():
+        parameter.requires_grad_(not frozen)
+
+
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -316,7 +326,11 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
         if changes and previous.exists():  # --force: the run's own settings stay on record
             atomic_write_text(output_dir / f"config.before-step-{step:08d}.cfg", previous.read_text(encoding="utf8"))
         atomic_write_text(previous, config.to_str())
-    net = torch.nn.parallel.DistributedDataParallel(model) if dist.world > 1 else model
+    head_only = cfg["head_only_steps"]
+    if step < head_only:
+        logger.info("Steps %d-%d train the output heads only (head_only_steps = %d)", step + 1, head_only, head_only)
+    # weights frozen for some steps are unused then: DDP must look for them
+    net = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=head_only > 0) if dist.world > 1 else model
 
     def checkpoint():
         rng = [None] * dist.world
@@ -337,6 +351,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     started, stop = time.time(), False
     bar = Progress(cfg["max_steps"], "pretrain", "steps", initial=step, quiet=quiet or not dist.main, logs_above=True)
     while step < cfg["max_steps"] and not stop:
+        freeze_encoder(mlm.model, step < head_only)
         global_batch = collate(stream.global_batch(step, batch_size), tokenizer)
         masked = masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
         noise = model.sampling_noise(masked.input_ids.shape, np.random.default_rng([cfg["seed"], step, 1]))

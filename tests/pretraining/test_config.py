@@ -77,6 +77,8 @@ def test_a_config_that_is_not_utf8_is_reported(tmp_path):
     ("pretraining.next_sentence", 1, "next_sentence must be true or false, got 1"),
     ("pretraining.optimizer.learning_rate", 0, "learning_rate must be above 0"),
     ("pretraining.scratch.num_heads", 3, "hidden_size 256 is not a multiple of num_heads 3"),
+    ("pretraining.head_only_steps", 1000, r"head_only_steps \(1000\) must be below max_steps \(1000\)"),
+    ("pretraining.head_only_steps", -1, "head_only_steps must be at least 0"),
 ])
 def test_values_out_of_range_name_the_setting(setting, value, message):
     with pytest.raises(SpacyMlmError, match=message):
@@ -86,3 +88,8 @@ def test_values_out_of_range_name_the_setting(setting, value, message):
 def test_the_scratch_head_count_is_not_checked_when_a_source_is_given():
     config = load_pretraining_config(None, {"paths.source": "model", "pretraining.scratch.num_heads": 3})
     assert config["pretraining"]["scratch"]["num_heads"] == 3
+
+
+def test_head_only_steps_need_an_mlm_head():
+    with pytest.raises(SpacyMlmError, match="head_only_steps works with objective = \"mlm\" only"):
+        load_pretraining_config(None, {"pretraining.objective": "rtd", "pretraining.head_only_steps": 5})

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.loop import pretrain
@@ -12,9 +13,12 @@ from spacy_mlm.pretraining.loop import pretrain
 from .conftest import cli_args, read_history, tiny_overrides
 
 
-def test_two_processes_match_one(tmp_path, corpus_file, still_model_dir):
+@pytest.mark.parametrize("head_only_steps", [0, 2])
+def test_two_processes_match_one(tmp_path, corpus_file, still_model_dir, head_only_steps):
+    """Also with head_only_steps, whose frozen encoder DDP must not wait for."""
     settings = tiny_overrides(corpus_file, still_model_dir, **{
-        "pretraining.max_steps": 5, "pretraining.eval_every": 5, "pretraining.checkpoint_every": 0})
+        "pretraining.max_steps": 5, "pretraining.eval_every": 5, "pretraining.checkpoint_every": 0,
+        "pretraining.head_only_steps": head_only_steps})
     pretrain(load_pretraining_config(None, settings), tmp_path / "single")
     (tmp_path / "c.cfg").write_text("[pretraining]\n")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",

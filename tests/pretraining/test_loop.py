@@ -90,6 +90,34 @@ def test_a_source_without_mlm_head_starts_the_same_with_the_same_seed(tmp_path, 
     assert [r.get("eval_loss") for r in first] == [r.get("eval_loss") for r in second]
 
 
+def test_head_only_steps_train_a_new_head_before_the_encoder(tmp_path, corpus_file, still_model_dir):
+    """A source without an MLM head (as MiniLM): during head_only_steps the
+    encoder and its (tied) embeddings keep the source's weights while the new
+    head learns; after them the encoder trains too."""
+    from transformers import AutoModel
+
+    from spacy_mlm.models.hf import load_mlm_model
+
+    headless = tmp_path / "headless"
+    AutoModel.from_pretrained(str(still_model_dir)).save_pretrained(str(headless))
+    AutoTokenizer.from_pretrained(str(still_model_dir)).save_pretrained(str(headless))
+    out, _ = run(tmp_path, corpus_file, headless, **{"pretraining.head_only_steps": 2,
+                                                          "pretraining.eval_every": 0})
+    torch.manual_seed(0)  # the run's seed: the head it started from
+    start = load_mlm_model(str(headless)).model.state_dict()
+    after_head = AutoModelForMaskedLM.from_pretrained(out / "checkpoints" / "step-00000002" / "model").state_dict()
+    final = AutoModelForMaskedLM.from_pretrained(out / "model").state_dict()
+    encoder = [k for k in start if k.startswith("bert.")]
+    head = [k for k in start if k.startswith("cls.predictions.transform")]
+    assert encoder and head and "bert.embeddings.word_embeddings.weight" in encoder
+    assert all(torch.equal(after_head[k], start[k]) for k in encoder)
+    assert all(not torch.equal(after_head[k], start[k]) for k in head if k.endswith("weight"))
+    assert not torch.equal(final["bert.encoder.layer.0.attention.self.query.weight"],
+                           start["bert.encoder.layer.0.attention.self.query.weight"])
+    assert not torch.equal(final["bert.embeddings.word_embeddings.weight"], start["bert.embeddings.word_embeddings.weight"])
+    assert all(parameter.requires_grad for parameter in load_mlm_model(str(out / "model")).model.parameters())
+
+
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
 def test_from_scratch_trains_a_tokenizer(tmp_path, corpus_file, kind):
     out, history = run(tmp_path, corpus_file, None, **{"pretraining.scratch.tokenizer": kind, "pretraining.max_steps": 2})
