@@ -6,13 +6,15 @@ Peer: `transformers.BertForMaskedLM` + `DataCollatorForLanguageModeling`
 Ours uses fused AdamW (one pass over the weights), as `spacy_mlm pretrain` does;
 the peer torch's default AdamW, as HF's Trainer (--same-optimizer: unfused for both).
 Both: the same model directory and starting weights, the same batches of packed
-WikiText-2 text (batch x length, no padding), masking rate 0.15, fp32, dropout
-as configured, AdamW, train mode. Steps alternate between the two so machine
+WikiText-2 text (batch x length, no padding), masking rate 0.15, dropout
+as configured, AdamW, train mode, and the same precision (--precision: fp32, or
+bf16 = forward passes under torch.autocast in bfloat16, as `[pretraining]
+precision = "bf16"`). Steps alternate between the two so machine
 load affects both alike; the median step time is reported.
 
-    python bench/pretrain_speed.py [--quick] [--model DIR] [--data FILE]
+    python bench/pretrain_speed.py [--quick] [--model DIR] [--data FILE] [--precision bf16]
 
-Last line: {"ours_tps": ..., "hf_tps": ..., "ratio": ...}
+Last line: {"ours_tps": ..., "hf_tps": ..., "ratio": ..., "precision": ...}
 """
 import argparse
 import json
@@ -54,12 +56,15 @@ def main():
     parser.add_argument("--steps", type=int, default=6, help="timed steps per system")
     parser.add_argument("--quick", action="store_true", help="batch 8 x 64, 2 timed steps")
     parser.add_argument("--same-optimizer", action="store_true", help="give ours the peer's (unfused) AdamW too")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="both systems' forward passes (bf16: torch.autocast in bfloat16)")
     args = parser.parse_args()
     if args.quick:
         args.batch_size, args.length, args.steps = 8, 64, 2
     from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
     from spacy_mlm import MaskingSettings, PretrainingModel, load_mlm_model, to_inputs, uniform_distribution
+    from spacy_mlm.pretraining.loop import autocast
 
     model_dir = args.model or default_model()
     torch.manual_seed(0)
@@ -78,14 +83,17 @@ def main():
 
     def step_ours(batch):
         masked = masking.apply(batch, rng)
-        sums = ours(**to_inputs(batch, masked, torch.device("cpu")))
+        with autocast(torch.device("cpu"), args.precision):
+            sums = ours(**to_inputs(batch, masked, torch.device("cpu")))
         (sums.mlm_loss / sums.n_predicted).backward()
         opt_ours.step()
         opt_ours.zero_grad(set_to_none=True)
 
     def step_hf(batch):
         features = collator([{"input_ids": torch.from_numpy(row)} for row in batch.input_ids])
-        hf(input_ids=features["input_ids"], labels=features["labels"]).loss.backward()
+        with autocast(torch.device("cpu"), args.precision):
+            loss = hf(input_ids=features["input_ids"], labels=features["labels"]).loss
+        loss.backward()
         opt_hf.step()
         opt_hf.zero_grad(set_to_none=True)
 
@@ -106,10 +114,11 @@ def main():
     hf_tps = tokens / statistics.median(times["hf"])
     # CPU seconds are less disturbed than wall time when other jobs share the cores
     cpu_ratio = statistics.median(cpu["hf"]) / statistics.median(cpu["ours"])
-    print(f"model {model_dir}, batch {args.batch_size} x {args.length}, fp32, {torch.get_num_threads()} threads, "
+    print(f"model {model_dir}, batch {args.batch_size} x {args.length}, {args.precision}, {torch.get_num_threads()} threads, "
           f"{args.steps} timed steps each (median); ours {'unfused' if args.same_optimizer else 'fused'} AdamW; load average {os.getloadavg()[0]:.1f}; "
           f"ratio by CPU time {cpu_ratio:.3f}")
-    print(json.dumps({"ours_tps": round(ours_tps, 1), "hf_tps": round(hf_tps, 1), "ratio": round(ours_tps / hf_tps, 3)}))
+    print(json.dumps({"ours_tps": round(ours_tps, 1), "hf_tps": round(hf_tps, 1), "ratio": round(ours_tps / hf_tps, 3),
+                      "precision": args.precision}))
 
 
 if __name__ == "__main__":

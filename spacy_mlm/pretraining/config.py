@@ -44,6 +44,9 @@ objective = "mlm"
 next_sentence = false
 # auto = cuda when available, else cpu
 device = "auto"
+# fp32, or bf16: forward passes under torch.autocast in bfloat16 (weights, optimizer and losses stay
+# fp32); about 1.5x faster on CPUs with AVX512-BF16/AMX and on recent GPUs
+precision = "fp32"
 
 [pretraining.corpus]
 # a file or directory; for several languages use a section [pretraining.corpus.train] with lang = path lines
@@ -138,6 +141,7 @@ def load_pretraining_config(
 
 
 OBJECTIVES = ("mlm", "rtd")
+PRECISIONS = ("fp32", "bf16")
 # setting -> its kind and the bounds its value must keep
 INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
 LIMITS = {
@@ -145,7 +149,7 @@ LIMITS = {
     "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "head_only_steps": (INT, ">= 0"), "max_time": (NUMBER, ">= 0"),
     "eval_every": (INT, ">= 0"), "eval_sequences": (INT, ">= 0"), "checkpoint_every": (INT, ">= 0"),
     "keep_checkpoints": (INT, ">= 0"), "log_every": (INT, ">= 1"), "objective": (TEXT,), "next_sentence": (FLAG,),
-    "device": (TEXT,),
+    "device": (TEXT,), "precision": (TEXT,),
     "corpus.dev_fraction": (NUMBER, "> 0", "< 1"), "corpus.text_field": (TEXT,), "corpus.file_format": (TEXT,),
     "corpus.sampling_alpha": (NUMBER, ">= 0"),
     "masking.rate": (NUMBER, "> 0", "< 1"), "masking.mask_fraction": (NUMBER, ">= 0", "<= 1"),
@@ -185,6 +189,8 @@ def check_values(config: Config) -> None:
             raise SpacyMlmError(f"{where} must be {wanted}, got {value!r}")
     if section["objective"] not in OBJECTIVES:
         raise SpacyMlmError(f"[pretraining] objective must be one of {', '.join(OBJECTIVES)}, got {section['objective']!r}")
+    if section["precision"] not in PRECISIONS:
+        raise SpacyMlmError(f"[pretraining] precision must be one of {', '.join(PRECISIONS)}, got {section['precision']!r}")
     if section["objective"] == "rtd" and section["next_sentence"]:
         raise SpacyMlmError("[pretraining] next_sentence works with objective = \"mlm\" only (ELECTRA has no NSP)")
     if section["head_only_steps"] and section["objective"] != "mlm":

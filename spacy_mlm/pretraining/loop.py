@@ -162,13 +162,22 @@ def evaluation_batches(examples, tokenizer, masking: MaskingSettings, size: int,
     return batches
 
 
+def autocast(device: torch.device, precision: str):
+    """The context of every forward pass: bfloat16 autocast for precision
+    "bf16" (matmuls in bf16, weights and the losses, computed from
+    `.float()` logits, in fp32), nothing for "fp32"."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
 @torch.no_grad()
-def evaluate(model, batches, device: torch.device) -> Dict[str, float]:
+def evaluate(model, batches, device: torch.device, precision: str = "fp32") -> Dict[str, float]:
+    """Held-out sums in the run's own precision."""
     was_training = model.training
     model.eval()
     totals, n_pred, n_pairs, n_scored, sums = 0.0, 0, 0, 0, None
     for batch, masked, noise in batches:
-        sums = model(**to_inputs(batch, masked, device, noise))
+        with autocast(device, precision):
+            sums = model(**to_inputs(batch, masked, device, noise))
         totals = totals + np.array(sums.totals())
         n_pred, n_pairs, n_scored = n_pred + sums.n_predicted, n_pairs + sums.n_pairs, n_scored + n_positions(batch)
     model.train(was_training)
@@ -346,7 +355,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
         dist.barrier()
 
     if step == 0 and cfg["eval_every"] and dist.main:
-        history.append({"step": 0, **evaluate(model, eval_batches, device)})  # the starting point of the curves
+        history.append({"step": 0, **evaluate(model, eval_batches, device, cfg["precision"])})  # the starting point of the curves
     model.train()
     started, stop = time.time(), False
     bar = Progress(cfg["max_steps"], "pretrain", "steps", initial=step, quiet=quiet or not dist.main, logs_above=True)
@@ -362,8 +371,9 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
             part = MaskedBatch(masked.input_ids[lo : lo + micro], masked.labels[lo : lo + micro], None)
             sync = k == accum - 1 or dist.world == 1
             with contextlib.nullcontext() if sync else net.no_sync():
-                sums = net(**to_inputs(global_batch.rows(lo, lo + micro), part, device,
-                                       None if noise is None else noise[lo : lo + micro]))
+                with autocast(device, cfg["precision"]):  # the forward only; backward follows its dtypes
+                    sums = net(**to_inputs(global_batch.rows(lo, lo + micro), part, device,
+                                           None if noise is None else noise[lo : lo + micro]))
                 loss = sums.mlm_loss / n_pred
                 if sums.nsp_loss is not None:
                     loss = loss + sums.nsp_loss / n_pairs
@@ -382,7 +392,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
                                        sums.rtd_loss is not None), "lr": scheduler.get_last_lr()[0]}
         stop = late > 0
         if cfg["eval_every"] and (step % cfg["eval_every"] == 0 or step == cfg["max_steps"] or stop) and dist.main:
-            row.update(evaluate(model, eval_batches, device))
+            row.update(evaluate(model, eval_batches, device, cfg["precision"]))
         history.append(row)
         bar.set_postfix(f"loss {row['loss']:.3f}, accuracy {row['accuracy']:.3f}")
         bar.update(1)

@@ -79,6 +79,7 @@ def test_a_config_that_is_not_utf8_is_reported(tmp_path):
     ("pretraining.scratch.num_heads", 3, "hidden_size 256 is not a multiple of num_heads 3"),
     ("pretraining.head_only_steps", 1000, r"head_only_steps \(1000\) must be below max_steps \(1000\)"),
     ("pretraining.head_only_steps", -1, "head_only_steps must be at least 0"),
+    ("pretraining.precision", "fp16", r"\[pretraining\] precision must be one of fp32, bf16, got 'fp16'"),
 ])
 def test_values_out_of_range_name_the_setting(setting, value, message):
     with pytest.raises(SpacyMlmError, match=message):

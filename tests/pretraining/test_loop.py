@@ -118,6 +118,25 @@ def test_head_only_steps_train_a_new_head_before_the_encoder(tmp_path, corpus_fi
     assert all(parameter.requires_grad for parameter in load_mlm_model(str(out / "model")).model.parameters())
 
 
+@pytest.mark.parametrize("objective", ["mlm", "rtd"])
+def test_bf16_runs_under_autocast_and_saves_fp32_weights(tmp_path, corpus_file, still_model_dir, objective):
+    """precision = "bf16": the same steps as fp32 up to bfloat16 rounding, and
+    the saved model (weights, and so every checkpoint) stays float32."""
+    extra = {"pretraining.objective": objective, "pretraining.eval_every": 4}
+    _, fp32 = run(tmp_path, corpus_file, still_model_dir, "fp32", **extra)
+    out, bf16 = run(tmp_path, corpus_file, still_model_dir, "bf16", **extra, **{"pretraining.precision": "bf16"})
+    assert [r["step"] for r in bf16] == [r["step"] for r in fp32]
+    assert all(np.isfinite(r["loss"]) for r in bf16 if "loss" in r)
+    first = next(r for r in fp32 if r["step"] == 1)
+    assert next(r for r in bf16 if r["step"] == 1)["loss"] == pytest.approx(first["loss"], rel=0.05)
+    assert bf16[-1]["eval_loss"] == pytest.approx(fp32[-1]["eval_loss"], rel=0.1)
+    assert bf16[-1]["eval_loss"] != fp32[-1]["eval_loss"]  # autocast was on
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model" / "model.safetensors"), "pt") as weights:
+        assert {weights.get_tensor(key).dtype for key in weights.keys()} == {torch.float32}
+
+
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
 def test_from_scratch_trains_a_tokenizer(tmp_path, corpus_file, kind):
     out, history = run(tmp_path, corpus_file, None, **{"pretraining.scratch.tokenizer": kind, "pretraining.max_steps": 2})
