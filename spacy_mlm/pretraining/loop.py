@@ -22,6 +22,7 @@ from thinc.api import Config
 from transformers import get_linear_schedule_with_warmup
 
 from ..errors import SpacyMlmError
+from ..models.encoder import cpu_has_bf16
 from ..models.hf import (
     MaskedLM, build_scratch_discriminator, build_scratch_mlm_model, load_discriminator, load_mlm_model, load_tokenizer,
     max_positions, save_mlm_model,
@@ -282,6 +283,9 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     if dist.main:
         logger.info("Training examples per epoch: %d (%s)", stream.epoch_size, stream.describe_shares())
     model = objective_model(cfg, mlm, unigram).to(device)  # moves mlm.model in place
+    if cfg["precision"] == "bf16" and device.type == "cpu" and not cpu_has_bf16() and dist.main:
+        logger.warning('precision = "bf16" on a CPU without AVX512-BF16 or AMX: its bfloat16 matmuls are emulated '
+                       'and run slower than fp32')
     return cfg, device, dist, model, mlm, stream, dev_examples, masking, resumed, run, changes
 
 
