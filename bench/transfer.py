@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pretrain-batch", type=int, default=32)
     parser.add_argument("--pretrain-steps", type=int, default=600, help="MLM steps from scratch (RTD: equal FLOPs)")
     parser.add_argument("--pretrain-lr", type=float, default=5e-4, help="from scratch (ELECTRA-Small's)")
+    parser.add_argument("--pretrain-precision", choices=("fp32", "bf16"), default="fp32",
+                        help="[pretraining] precision of every pretraining run (scratch and TAPT)")
     parser.add_argument("--tapt-steps", type=int, default=100, help="MiniLM steps per task")
     parser.add_argument("--tapt-lr", type=float, default=1e-4)
     parser.add_argument("--tapt-head-steps", type=int, default=0,
@@ -111,7 +113,8 @@ def parse_args(argv=None):
 def budget(args) -> dict:
     """What must be the same in every session whose scores are joined."""
     keys = ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch", "pretrain_steps", "pretrain_lr",
-            "tapt_steps", "tapt_lr", "tapt_head_steps", "train_size", "epochs", "batch_size", "scratch_lr", "minilm_lr", "warmup", "seed")
+            "pretrain_precision", "tapt_steps", "tapt_lr", "tapt_head_steps", "train_size", "epochs", "batch_size",
+            "scratch_lr", "minilm_lr", "warmup", "seed")
     return {key: getattr(args, key) for key in keys}
 
 
@@ -166,6 +169,7 @@ def scratch_settings(args, objective: str, steps: int) -> dict:
         "pretraining.scratch.num_heads": max(1, args.width // 64),
         "pretraining.scratch.intermediate_size": 4 * args.width,
         "pretraining.seed": args.seed,
+        "pretraining.precision": args.pretrain_precision,
     }
 
 
@@ -346,6 +350,7 @@ def run_system(args, system: str) -> None:
                             "pretraining.checkpoint_every": max(args.tapt_steps // 4, 1),
                             "pretraining.optimizer.learning_rate": args.tapt_lr,
                             "pretraining.head_only_steps": args.tapt_head_steps,
+                            "pretraining.precision": args.pretrain_precision,
                             "pretraining.optimizer.warmup_steps": max(args.tapt_steps // 10, 1)}
                 stats = run_pretraining(settings, args.out / "tapt" / task)
                 result["pretraining"][task] = stats
