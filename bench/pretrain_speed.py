@@ -12,9 +12,11 @@ bf16 = forward passes under torch.autocast in bfloat16, as `[pretraining]
 precision = "bf16"`). Steps alternate between the two so machine
 load affects both alike; the median step time is reported.
 
-    python bench/pretrain_speed.py [--quick] [--model DIR] [--data FILE] [--precision bf16]
+    python bench/pretrain_speed.py [--quick] [--model DIR] [--data FILE] [--precision fp32,bf16]
 
-Last line: {"ours_tps": ..., "hf_tps": ..., "ratio": ..., "precision": ...}
+Last line: {"ours_tps": ..., "hf_tps": ..., "ratio": ..., "precision": ...} for the
+first precision; with two, also every system's `*_tps` and `ours_bf16_speedup`,
+`hf_bf16_speedup` (bf16 over fp32 tokens/s).
 """
 import argparse
 import json
@@ -56,11 +58,15 @@ def main():
     parser.add_argument("--steps", type=int, default=6, help="timed steps per system")
     parser.add_argument("--quick", action="store_true", help="batch 8 x 64, 2 timed steps")
     parser.add_argument("--same-optimizer", action="store_true", help="give ours the peer's (unfused) AdamW too")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                        help="both systems' forward passes (bf16: torch.autocast in bfloat16)")
+    parser.add_argument("--precision", default="fp32",
+                        help="both systems' forward passes: fp32, bf16 (torch.autocast in bfloat16), or fp32,bf16 "
+                             "for both in one run, with the speedup of the second over the first")
     args = parser.parse_args()
     if args.quick:
         args.batch_size, args.length, args.steps = 8, 64, 2
+    precisions = args.precision.split(",")
+    if not precisions or any(p not in ("fp32", "bf16") for p in precisions) or len(set(precisions)) < len(precisions):
+        parser.error(f"--precision: fp32, bf16 or fp32,bf16, got {args.precision!r}")
     from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
     from spacy_mlm import MaskingSettings, PretrainingModel, load_mlm_model, to_inputs, uniform_distribution
@@ -81,44 +87,53 @@ def main():
     opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-5)
     rng = np.random.default_rng(0)
 
-    def step_ours(batch):
+    def step_ours(batch, precision):
         masked = masking.apply(batch, rng)
-        with autocast(torch.device("cpu"), args.precision):
+        with autocast(torch.device("cpu"), precision):
             sums = ours(**to_inputs(batch, masked, torch.device("cpu")))
         (sums.mlm_loss / sums.n_predicted).backward()
         opt_ours.step()
         opt_ours.zero_grad(set_to_none=True)
 
-    def step_hf(batch):
+    def step_hf(batch, precision):
         features = collator([{"input_ids": torch.from_numpy(row)} for row in batch.input_ids])
-        with autocast(torch.device("cpu"), args.precision):
+        with autocast(torch.device("cpu"), precision):
             loss = hf(input_ids=features["input_ids"], labels=features["labels"]).loss
         loss.backward()
         opt_hf.step()
         opt_hf.zero_grad(set_to_none=True)
 
-    times = {"ours": [], "hf": []}
-    cpu = {"ours": [], "hf": []}
+    # every (system, precision) takes one step per batch, in an order that rotates with the batch
+    systems = [(f"{name}_{precision}", step, precision)
+               for precision in precisions for name, step in (("ours", step_ours), ("hf", step_hf))]
+    times = {name: [] for name, _, _ in systems}
+    cpu = {name: [] for name, _, _ in systems}
     for i, batch in enumerate(batches):  # the first step of each warms up and is not timed
-        for name, step in (("ours", step_ours), ("hf", step_hf)) if i % 2 == 0 else (("hf", step_hf), ("ours", step_ours)):
+        for name, step, precision in systems[i % len(systems):] + systems[: i % len(systems)]:
             start, start_cpu = time.perf_counter(), time.process_time()
-            step(batch)
+            step(batch, precision)
             if i:
                 times[name].append(time.perf_counter() - start)
                 cpu[name].append(time.process_time() - start_cpu)
         if i:
-            print(f"step {i}: ours {times['ours'][-1]:.2f}s (cpu {cpu['ours'][-1]:.2f}s)  "
-                  f"hf {times['hf'][-1]:.2f}s (cpu {cpu['hf'][-1]:.2f}s)", flush=True)
+            print(f"step {i}: " + "  ".join(f"{name} {times[name][-1]:.2f}s (cpu {cpu[name][-1]:.2f}s)" for name in times),
+                  flush=True)
     tokens = args.batch_size * args.length
-    ours_tps = tokens / statistics.median(times["ours"])
-    hf_tps = tokens / statistics.median(times["hf"])
+    tps = {name: tokens / statistics.median(t) for name, t in times.items()}
+    first = precisions[0]
     # CPU seconds are less disturbed than wall time when other jobs share the cores
-    cpu_ratio = statistics.median(cpu["hf"]) / statistics.median(cpu["ours"])
-    print(f"model {model_dir}, batch {args.batch_size} x {args.length}, {args.precision}, {torch.get_num_threads()} threads, "
+    cpu_ratio = statistics.median(cpu[f"hf_{first}"]) / statistics.median(cpu[f"ours_{first}"])
+    print(f"model {model_dir}, batch {args.batch_size} x {args.length}, {','.join(precisions)}, {torch.get_num_threads()} threads, "
           f"{args.steps} timed steps each (median); ours {'unfused' if args.same_optimizer else 'fused'} AdamW; load average {os.getloadavg()[0]:.1f}; "
-          f"ratio by CPU time {cpu_ratio:.3f}")
-    print(json.dumps({"ours_tps": round(ours_tps, 1), "hf_tps": round(hf_tps, 1), "ratio": round(ours_tps / hf_tps, 3),
-                      "precision": args.precision}))
+          f"{first} ratio by CPU time {cpu_ratio:.3f}")
+    result = {"ours_tps": round(tps[f"ours_{first}"], 1), "hf_tps": round(tps[f"hf_{first}"], 1),
+              "ratio": round(tps[f"ours_{first}"] / tps[f"hf_{first}"], 3), "precision": first}
+    if len(precisions) > 1:
+        result.update({f"{name}_tps": round(value, 1) for name, value in tps.items()})
+        for precision in precisions[1:]:
+            for name in ("ours", "hf"):
+                result[f"{name}_{precision}_speedup"] = round(tps[f"{name}_{precision}"] / tps[f"{name}_{first}"], 3)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
