@@ -239,7 +239,7 @@ def load_mlm_model(path: PathLike) -> MaskedLM:
     if head_initialised:
         logger.warning(
             "%s has no MLM head: its transform is initialised from scratch and its decoder "
-            "is tied to the input embeddings; it is trained with the rest",
+            "is tied to the input embeddings (pretraining's head_only_steps trains it alone first)",
             path,
         )
     return MaskedLM(model, tokenizer, head_initialised, _read_pooler(path, model))
