@@ -69,8 +69,9 @@ def main():
         parser.error(f"--precision: fp32, bf16 or fp32,bf16, got {args.precision!r}")
     from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-    from spacy_mlm import MaskingSettings, PretrainingModel, load_mlm_model, to_inputs, uniform_distribution
-    from spacy_mlm.pretraining.loop import autocast
+    from spacy_mlm import (
+        MaskingSettings, PretrainingModel, forward_precision, load_mlm_model, to_inputs, uniform_distribution,
+    )
 
     model_dir = args.model or default_model()
     torch.manual_seed(0)
@@ -89,7 +90,7 @@ def main():
 
     def step_ours(batch, precision):
         masked = masking.apply(batch, rng)
-        with autocast(torch.device("cpu"), precision):
+        with forward_precision(torch.device("cpu"), precision):
             sums = ours(**to_inputs(batch, masked, torch.device("cpu")))
         (sums.mlm_loss / sums.n_predicted).backward()
         opt_ours.step()
@@ -97,7 +98,7 @@ def main():
 
     def step_hf(batch, precision):
         features = collator([{"input_ids": torch.from_numpy(row)} for row in batch.input_ids])
-        with autocast(torch.device("cpu"), precision):
+        with forward_precision(torch.device("cpu"), precision):
             loss = hf(input_ids=features["input_ids"], labels=features["labels"]).loss
         loss.backward()
         opt_hf.step()

@@ -57,7 +57,7 @@ from .fill_mask import FillMask  # noqa: E402
 from .pretraining.config import load_pretraining_config  # noqa: E402
 from .pretraining.data import Example as PretrainingExample  # noqa: E402
 from .pretraining.data import MaskingSettings, collate, tokenize_documents  # noqa: E402
-from .pretraining.loop import pretrain, to_inputs  # noqa: E402
+from .pretraining.loop import forward_precision, pretrain, to_inputs  # noqa: E402
 from .pretraining.masking import uniform_distribution  # noqa: E402
 from .pretraining.objectives import PretrainingModel  # noqa: E402
 from .pretraining.packing import pack_documents  # noqa: E402
@@ -77,7 +77,7 @@ __all__ = [
     "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
     "make_transform_chain", "labels_of", "mix_context", "pos_of", "threshold_evaluation", "wic_scores",
     "FillMask", "load_pretraining_config", "PretrainingExample", "MaskingSettings", "collate",
-    "tokenize_documents", "pretrain", "to_inputs", "uniform_distribution", "PretrainingModel", "pack_documents",
+    "tokenize_documents", "pretrain", "to_inputs", "forward_precision", "uniform_distribution", "PretrainingModel", "pack_documents",
     "train_tokenizer",
     "make_tiny_bert",
 ]

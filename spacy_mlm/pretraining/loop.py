@@ -163,7 +163,7 @@ def evaluation_batches(examples, tokenizer, masking: MaskingSettings, size: int,
     return batches
 
 
-def autocast(device: torch.device, precision: str):
+def forward_precision(device: torch.device, precision: str):
     """The context of every forward pass: bfloat16 autocast for precision
     "bf16" (matmuls in bf16, weights and the losses, computed from
     `.float()` logits, in fp32), nothing for "fp32"."""
@@ -177,7 +177,7 @@ def evaluate(model, batches, device: torch.device, precision: str = "fp32") -> D
     model.eval()
     totals, n_pred, n_pairs, n_scored, sums = 0.0, 0, 0, 0, None
     for batch, masked, noise in batches:
-        with autocast(device, precision):
+        with forward_precision(device, precision):
             sums = model(**to_inputs(batch, masked, device, noise))
         totals = totals + np.array(sums.totals())
         n_pred, n_pairs, n_scored = n_pred + sums.n_predicted, n_pairs + sums.n_pairs, n_scored + n_positions(batch)
@@ -375,7 +375,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
             part = MaskedBatch(masked.input_ids[lo : lo + micro], masked.labels[lo : lo + micro], None)
             sync = k == accum - 1 or dist.world == 1
             with contextlib.nullcontext() if sync else net.no_sync():
-                with autocast(device, cfg["precision"]):  # the forward only; backward follows its dtypes
+                with forward_precision(device, cfg["precision"]):  # the forward only; backward follows its dtypes
                     sums = net(**to_inputs(global_batch.rows(lo, lo + micro), part, device,
                                            None if noise is None else noise[lo : lo + micro]))
                 loss = sums.mlm_loss / n_pred
