@@ -77,7 +77,8 @@ __all__ = [
     "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
     "make_transform_chain", "labels_of", "mix_context", "pos_of", "threshold_evaluation", "wic_scores",
     "FillMask", "load_pretraining_config", "PretrainingExample", "MaskingSettings", "collate",
-    "tokenize_documents", "pretrain", "to_inputs", "forward_precision", "uniform_distribution", "PretrainingModel", "pack_documents",
+    "tokenize_documents", "pretrain", "to_inputs", "forward_precision", "uniform_distribution", "PretrainingModel",
+    "pack_documents",
     "train_tokenizer",
     "make_tiny_bert",
 ]

@@ -146,7 +146,8 @@ PRECISIONS = ("fp32", "bf16")
 INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
 LIMITS = {
     "seed": (INT,), "max_length": (INT, ">= 4"), "batch_size": (INT, ">= 1"),
-    "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "head_only_steps": (INT, ">= 0"), "max_time": (NUMBER, ">= 0"),
+    "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "head_only_steps": (INT, ">= 0"),
+    "max_time": (NUMBER, ">= 0"),
     "eval_every": (INT, ">= 0"), "eval_sequences": (INT, ">= 0"), "checkpoint_every": (INT, ">= 0"),
     "keep_checkpoints": (INT, ">= 0"), "log_every": (INT, ">= 1"), "objective": (TEXT,), "next_sentence": (FLAG,),
     "device": (TEXT,), "precision": (TEXT,),
