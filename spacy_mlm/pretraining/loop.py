@@ -339,11 +339,13 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
         if changes and previous.exists():  # --force: the run's own settings stay on record
             atomic_write_text(output_dir / f"config.before-step-{step:08d}.cfg", previous.read_text(encoding="utf8"))
         atomic_write_text(previous, config.to_str())
-    head_only = cfg["head_only_steps"]
-    if step < head_only:
-        logger.info("Steps %d-%d train the output heads only (head_only_steps = %d)", step + 1, head_only, head_only)
-    # weights frozen for some steps are unused then: DDP must look for them
-    net = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=head_only > 0) if dist.world > 1 else model
+    heads_first = step < cfg["head_only_steps"]  # False once a resumed run is past them
+    # weights frozen for some steps are unused then: DDP must look for them. DDP syncs only the
+    # weights that train when it is built, so the encoder is frozen after it.
+    net = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=heads_first) if dist.world > 1 else model
+    if heads_first:
+        logger.info("Steps %d-%d train the output heads only", step + 1, cfg["head_only_steps"])
+        freeze_encoder(mlm.model, True)
 
     def checkpoint():
         rng = [None] * dist.world
@@ -364,7 +366,8 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     started, stop = time.time(), False
     bar = Progress(cfg["max_steps"], "pretrain", "steps", initial=step, quiet=quiet or not dist.main, logs_above=True)
     while step < cfg["max_steps"] and not stop:
-        freeze_encoder(mlm.model, step < head_only)
+        if heads_first and step == cfg["head_only_steps"]:
+            freeze_encoder(mlm.model, False)
         global_batch = collate(stream.global_batch(step, batch_size), tokenizer)
         masked = masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
         noise = model.sampling_noise(masked.input_ids.shape, np.random.default_rng([cfg["seed"], step, 1]))

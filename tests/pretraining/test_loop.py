@@ -115,7 +115,6 @@ def test_head_only_steps_train_a_new_head_before_the_encoder(tmp_path, corpus_fi
     assert not torch.equal(final["bert.encoder.layer.0.attention.self.query.weight"],
                            start["bert.encoder.layer.0.attention.self.query.weight"])
     assert not torch.equal(final["bert.embeddings.word_embeddings.weight"], start["bert.embeddings.word_embeddings.weight"])
-    assert all(parameter.requires_grad for parameter in load_mlm_model(str(out / "model")).model.parameters())
 
 
 @pytest.mark.parametrize("objective", ["mlm", "rtd"])
