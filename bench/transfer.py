@@ -1,6 +1,6 @@
 """Does pretraining pay? Transfer measured end to end: pretrain, fine-tune, score.
 
-Systems (`--systems`, any subset; each writes OUT/<system>/scores.json and keeps
+Systems (`--systems`, any subset; each writes OUT/<system>/scores_seed<k>.json and keeps
 its models under OUT/<system>/, so runs can be split over sessions):
 
   random  the scratch architecture (BERT, --layers x --width, tokenizer trained on
@@ -26,14 +26,20 @@ MiniLM: --minilm-lr): SST-2 with bench/classify.py's `ours` (mlm_encoder +
 mlm_textcat) on a fixed seeded subsample of the training set, accuracy on the
 whole dev set; CoNLL-2003 NER with bench/ner_conll.py's `ours` (configs/ner.cfg,
 softmax) on a fixed seeded subsample of training sentences, entity F1 on the whole
-dev set. Paired bootstrap (spacy_mlm.paired_bootstrap) over dev examples (SST-2)
-and dev sentences (NER) for each comparison.
+dev set. With --finetune-seeds, each system is fine-tuned once per seed (mean and
+sd reported). Paired bootstrap (spacy_mlm.paired_bootstrap) over dev examples
+(SST-2) and dev sentences (NER) of every seed both systems have, pooled.
 
     python bench/transfer.py --quick                            # minutes, all systems
     python bench/transfer.py --out OUT --systems random,mlm     # session 1
     python bench/transfer.py --out OUT --systems rtd            # session 2
     python bench/transfer.py --out OUT --systems base,tapt      # session 3
     python bench/transfer.py --out OUT --systems none           # join: the table and the JSON
+
+Pretraining on a GPU machine and fine-tuning on another: run `--pretrain-only`
+there (for example --pretrain-batch 128 --pretrain-precision bf16), bring back
+OUT/<system>/run/{model,stats.json,metrics.jsonl}, and run the same command
+without --pretrain-only here: a run with stats.json is not pretrained again.
 
 Every invocation ends with the comparisons of whatever OUT holds; the last line
 is one JSON object (null where a system has not run).
@@ -79,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pretrain-lr", type=float, default=5e-4, help="from scratch (ELECTRA-Small's)")
     parser.add_argument("--pretrain-precision", choices=("fp32", "bf16"), default="fp32",
                         help="[pretraining] precision of every pretraining run (scratch and TAPT)")
+    parser.add_argument("--pretrain-max-time", type=float, default=0,
+                        help="seconds; a safety cap on each pretraining run ([pretraining] max_time; 0 = none). "
+                        "RTD's equal-compute steps follow the steps the MLM run actually made")
+    parser.add_argument("--pretrain-only", action="store_true",
+                        help="pretrain the systems and stop: a later invocation with the same OUT fine-tunes them "
+                        "(for example pretraining on a GPU machine, fine-tuning here)")
     parser.add_argument("--tapt-steps", type=int, default=100, help="MiniLM steps per task")
     parser.add_argument("--tapt-lr", type=float, default=1e-4)
     parser.add_argument("--tapt-head-steps", type=int, default=0,
@@ -89,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scratch-lr", type=float, default=3e-4, help="fine-tuning, random/mlm/rtd")
     parser.add_argument("--minilm-lr", type=float, default=1e-4, help="fine-tuning, base/tapt")
     parser.add_argument("--warmup", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="pretraining, random init and the training subsamples")
+    parser.add_argument("--finetune-seeds", default=None,
+                        help="comma-separated fine-tuning seeds (head init, dropout, batch order; default: --seed); "
+                        "each is kept as OUT/<system>/scores_seed<k>.json, and comparisons pool them")
     parser.add_argument("--bootstrap-samples", type=int, default=10000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     return parser
@@ -103,6 +118,7 @@ def parse_args(argv=None):
         args.bootstrap_samples = 1000
         args.out = args.out if args.out != build_parser().get_default("out") else "/tmp/spacy_mlm_transfer_quick"
     args.systems = [] if args.systems == "none" else args.systems.split(",")
+    args.finetune_seeds = [args.seed] if args.finetune_seeds is None else [int(s) for s in args.finetune_seeds.split(",")]
     unknown = set(args.systems) - set(SYSTEMS)
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
@@ -113,7 +129,7 @@ def parse_args(argv=None):
 def budget(args) -> dict:
     """What must be the same in every session whose scores are joined."""
     keys = ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch", "pretrain_steps", "pretrain_lr",
-            "pretrain_precision", "tapt_steps", "tapt_lr", "tapt_head_steps", "train_size", "epochs", "batch_size",
+            "pretrain_precision", "pretrain_max_time", "tapt_steps", "tapt_lr", "tapt_head_steps", "train_size", "epochs", "batch_size",
             "scratch_lr", "minilm_lr", "warmup", "seed")
     return {key: getattr(args, key) for key in keys}
 
@@ -170,14 +186,23 @@ def scratch_settings(args, objective: str, steps: int) -> dict:
         "pretraining.scratch.intermediate_size": 4 * args.width,
         "pretraining.seed": args.seed,
         "pretraining.precision": args.pretrain_precision,
+        "pretraining.max_time": args.pretrain_max_time,
     }
 
 
-def run_pretraining(settings: dict, output: Path, tokenizer: Path = None) -> dict:
-    """`spacy_mlm pretrain` into `output` (resumed if a session stopped it);
-    its model directory, steps, time and training positions per second."""
+def run_pretraining(args, settings: dict, output: Path, tokenizer: Path = None) -> dict:
+    """`spacy_mlm pretrain` into `output` (resumed if a session stopped it), unless
+    an earlier invocation finished it (its output/stats.json, which is all a
+    finished run needs besides output/model: pretraining on one machine and
+    fine-tuning on another brings back no checkpoints). Its model directory
+    (relative to OUT), steps, time and training positions per second."""
     from spacy_mlm import load_pretraining_config, pretrain
 
+    done = output / "stats.json"
+    if done.exists():
+        stats = json.loads(done.read_text(encoding="utf8"))
+        print(f"   pretrained earlier: {stats['steps']} steps in {stats['seconds']:.0f} s", flush=True)
+        return stats
     if tokenizer is not None and not (output / "tokenizer").exists():
         output.mkdir(parents=True, exist_ok=True)
         shutil.copytree(tokenizer, output / "tokenizer")
@@ -189,10 +214,12 @@ def run_pretraining(settings: dict, output: Path, tokenizer: Path = None) -> dic
     steps = history[-1]["step"]
     positions = steps * settings["pretraining.batch_size"] * settings["pretraining.max_length"]
     last_eval = next((row for row in reversed(history) if "eval_loss" in row), {})
-    stats = {"model": str(model), "steps": steps, "seconds": round(seconds, 1), "tokens_per_s": round(positions / seconds, 1),
+    stats = {"model": os.path.relpath(model, args.out), "steps": steps, "seconds": round(seconds, 1),
+             "tokens_per_s": round(positions / seconds, 1),
              **{key: round(value, 4) for key, value in last_eval.items() if key.startswith("eval_")}}
     print(f"   pretrained {steps} steps of {settings['pretraining.batch_size']} x {settings['pretraining.max_length']} "
           f"in {seconds:.0f} s ({stats['tokens_per_s']:.0f} tokens/s, setup included); held-out {last_eval}", flush=True)
+    classify.write_json(done, stats)
     return stats
 
 
@@ -221,15 +248,20 @@ def step_flops(args, objective: str) -> int:
 
 
 def equal_compute_steps(args) -> dict:
-    """The RTD steps matching --pretrain-steps of MLM in FLOPs (cached in OUT/flops.json)."""
+    """The RTD steps matching, in FLOPs, the steps the MLM run made (--pretrain-steps
+    unless --pretrain-max-time stopped it earlier, or before MLM has run). The
+    FLOPs of one step depend only on the architecture and the batch: cached in
+    OUT/flops.json under those."""
     path = args.out / "flops.json"
-    if path.exists() and json.loads(path.read_text())["budget"] == budget(args):
-        return json.loads(path.read_text())
-    flops = {objective: step_flops(args, objective) for objective in ("mlm", "rtd")}
-    result = {"budget": budget(args), "mlm_step_flops": flops["mlm"], "rtd_step_flops": flops["rtd"],
-              "rtd_steps": max(1, round(args.pretrain_steps * flops["mlm"] / flops["rtd"]))}
-    classify.write_json(path, result)
-    return result
+    shape = {key: getattr(args, key) for key in ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch")}
+    cached = json.loads(path.read_text()) if path.exists() else {}
+    if cached.get("shape") != shape:
+        cached = {"shape": shape, **{f"{objective}_step_flops": step_flops(args, objective) for objective in ("mlm", "rtd")}}
+        classify.write_json(path, cached)
+    mlm_run = args.out / "mlm" / "run" / "stats.json"
+    mlm_steps = json.loads(mlm_run.read_text())["steps"] if mlm_run.exists() else args.pretrain_steps
+    return {**cached, "mlm_steps": mlm_steps,
+            "rtd_steps": max(1, round(mlm_steps * cached["mlm_step_flops"] / cached["rtd_step_flops"]))}
 
 
 def random_model(args, tokenizer_dir: Path) -> Path:
@@ -273,21 +305,21 @@ def tapt_corpus(args, task: str) -> Path:
 
 
 # -- fine-tuning ---------------------------------------------------------------------------
-def finetune_sst2(args, model: str, lr: float) -> dict:
+def finetune_sst2(args, model: str, lr: float, seed: int) -> dict:
     argv = ["--sst2-train", args.sst2_train, "--sst2-dev", args.sst2_dev, "--train-size", str(args.train_size),
             "--test-size", "0", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
             "--learn-rate", str(lr), "--warmup", str(args.warmup), "--model", model, "--max-length", "128"]
     task_args = classify.parse_args(argv)
-    classify.seed_everything(args.seed)
+    classify.seed_everything(seed)
     train_rows, test_rows, labels = classify.load_task("sst2", task_args, args.seed)
-    predict, train_s = classify.run_ours(train_rows, labels, task_args, args.seed)
+    predict, train_s = classify.run_ours(train_rows, labels, task_args, seed)
     predicted = predict(test_rows)
     gold = [row[2] for row in test_rows]
     return {"accuracy": classify.accuracy(predicted, gold), "gold": gold, "predicted": predicted,
             "train_s": round(train_s, 1), "n_train": len(train_rows), "n_dev": len(test_rows)}
 
 
-def finetune_ner(args, model: str, lr: float) -> dict:
+def finetune_ner(args, model: str, lr: float, seed: int) -> dict:
     import spacy
     from spacy.util import fix_random_seed
 
@@ -296,8 +328,8 @@ def finetune_ner(args, model: str, lr: float) -> dict:
     vocab = spacy.blank("en").vocab
     train_docs = ner_conll.load_sentences(args.conll_train, vocab, args.train_size, args.seed)
     dev_docs = ner_conll.load_sentences(args.conll_dev, vocab, 300 if args.quick else 0, args.seed)
-    order = ner_conll.batches(len(train_docs), args.batch_size, args.epochs, args.seed)
-    fix_random_seed(args.seed)
+    order = ner_conll.batches(len(train_docs), args.batch_size, args.epochs, seed)
+    fix_random_seed(seed)
     nlp = ner_conll.build_ours(model, False)
     train_s = ner_conll.train_spacy(nlp, ner_conll.gold_examples(nlp, train_docs), order, argparse.Namespace(lr=lr, warmup=args.warmup))
     predicted, _ = ner_conll.predict_spacy(nlp, dev_docs)
@@ -306,13 +338,15 @@ def finetune_ner(args, model: str, lr: float) -> dict:
             "train_s": round(train_s, 1), "n_train": len(train_docs), "n_dev": len(dev_docs)}
 
 
-def finetune(args, system: str, models: dict) -> dict:
-    """Both tasks; `models`: the encoder directory per task."""
+def finetune(args, system: str, models: dict, seed: int) -> dict:
+    """Both tasks; `models`: the encoder directory per task. The training subsample
+    is --seed's for every fine-tuning seed; `seed` sets the head's initialisation,
+    dropout and the batch order."""
     lr = args.scratch_lr if system in SCRATCH else args.minilm_lr
     scores = {}
     for task, run in (("sst2", finetune_sst2), ("ner", finetune_ner)):
-        print(f"   fine-tuning {system} on {task} (lr {lr})", flush=True)
-        scores[task] = run(args, models[task], lr)
+        print(f"   fine-tuning {system} on {task} (lr {lr}, seed {seed})", flush=True)
+        scores[task] = run(args, models[task], lr, seed)
         figure = scores[task].get("accuracy", scores[task].get("f1"))
         print(f"   {system} {task}: {figure:.4f} (train {scores[task]['train_s']:.0f} s)", flush=True)
     return scores
@@ -334,10 +368,10 @@ def run_system(args, system: str) -> None:
                 result["compute"] = compute
                 print(f"   equal compute: MLM {compute['mlm_step_flops'] / 1e9:.1f} GFLOP/step, RTD "
                       f"{compute['rtd_step_flops'] / 1e9:.1f} GFLOP/step -> {steps} RTD steps for "
-                      f"{args.pretrain_steps} MLM steps", flush=True)
-            stats = run_pretraining(scratch_settings(args, system, steps), args.out / system / "run", tokenizer)
+                      f"{compute['mlm_steps']} MLM steps", flush=True)
+            stats = run_pretraining(args, scratch_settings(args, system, steps), args.out / system / "run", tokenizer)
             result["pretraining"] = {"raw_text": stats}
-            model = stats["model"]
+            model = str(args.out / stats["model"])
         models = {"sst2": model, "ner": model}
     else:
         models = {"sst2": ner_conll.minilm_path(), "ner": ner_conll.minilm_path()}
@@ -351,72 +385,112 @@ def run_system(args, system: str) -> None:
                             "pretraining.optimizer.learning_rate": args.tapt_lr,
                             "pretraining.head_only_steps": args.tapt_head_steps,
                             "pretraining.precision": args.pretrain_precision,
+                            "pretraining.max_time": args.pretrain_max_time,
                             "pretraining.optimizer.warmup_steps": max(args.tapt_steps // 10, 1)}
-                stats = run_pretraining(settings, args.out / "tapt" / task)
+                stats = run_pretraining(args, settings, args.out / "tapt" / task)
                 result["pretraining"][task] = stats
-                models[task] = stats["model"]
-    result.update(finetune(args, system, models))
-    classify.write_json(args.out / system / "scores.json", result)
+                models[task] = str(args.out / stats["model"])
+    if args.pretrain_only:
+        return
+    for seed in args.finetune_seeds:
+        path = scores_path(args, system, seed)
+        if path.exists():
+            print(f"   fine-tuned earlier with seed {seed}: {path}", flush=True)
+            continue
+        classify.write_json(path, {**result, **finetune(args, system, models, seed)})
+
+
+def scores_path(args, system: str, seed: int) -> Path:
+    return args.out / system / f"scores_seed{seed}.json"
 
 
 # -- joining ---------------------------------------------------------------------------------
 def load_scores(args) -> dict:
+    """{system: {seed: scores} for each --finetune-seeds seed that OUT holds}."""
     found = {}
     for system in SYSTEMS:
-        path = args.out / system / "scores.json"
-        if path.exists():
-            found[system] = json.loads(path.read_text(encoding="utf8"))
-            if found[system]["budget"] != budget(args):
-                print(f"warning: {system}'s scores were made with another budget: {found[system]['budget']}")
+        runs = {seed: json.loads(scores_path(args, system, seed).read_text(encoding="utf8"))
+                for seed in args.finetune_seeds if scores_path(args, system, seed).exists()}
+        for seed, run in runs.items():
+            if run["budget"] != budget(args):
+                print(f"warning: {system}'s seed {seed} was made with another budget: {run['budget']}")
+        if runs:
+            found[system] = runs
     return found
 
 
-def task_counts(scores: dict, task: str):
+def task_figure(run: dict, task: str) -> float:
+    return run["sst2"]["accuracy"] if task == "sst2" else run["ner"]["f1"]
+
+
+def task_counts(run: dict, task: str):
+    import numpy
+
     from spacy_mlm import correctness_counts
 
     if task == "sst2":
-        return correctness_counts(scores["sst2"]["gold"], scores["sst2"]["predicted"])
+        return correctness_counts(run["sst2"]["gold"], run["sst2"]["predicted"])
+    return numpy.asarray(run["ner"]["counts"])
+
+
+def compare(args, mine: dict, theirs: dict, task: str):
+    """Paired bootstrap over the dev examples of every fine-tuning seed both
+    systems have, pooled (seed k's row i against the other's seed k row i)."""
     import numpy
 
-    return numpy.asarray(scores["ner"]["counts"])
+    from spacy_mlm import paired_bootstrap
+
+    seeds = sorted(set(mine) & set(theirs))
+    if not seeds:
+        return None, seeds
+    pooled = [numpy.concatenate([task_counts(side[seed], task) for seed in seeds]) for side in (mine, theirs)]
+    return paired_bootstrap(*pooled, n_samples=args.bootstrap_samples, seed=args.seed), seeds
 
 
 def join(args) -> dict:
-    from spacy_mlm import paired_bootstrap
+    import numpy
 
     found = load_scores(args)
     summary = {}
-    print(f"\n{'system':<8} {'SST-2 acc':>9} {'NER F1':>7} {'pretrain s':>10} {'tokens/s':>9}")
+    print(f"\n{'system':<8} {'seeds':>5} {'SST-2 acc':>15} {'NER F1':>15} {'pretrain s':>10} {'tokens/s':>9}")
     for system in SYSTEMS:
-        scores = found.get(system)
-        summary[f"{system}_sst2"] = None if scores is None else round(scores["sst2"]["accuracy"], 4)
-        summary[f"{system}_ner_f1"] = None if scores is None else round(scores["ner"]["f1"], 4)
-        if scores is None:
+        runs = list(found.get(system, {}).values())
+        figures = ""
+        for task, key in (("sst2", f"{system}_sst2"), ("ner", f"{system}_ner_f1")):
+            values = [task_figure(run, task) for run in runs]
+            summary[key] = round(float(numpy.mean(values)), 4) if values else None
+            if values:
+                summary[f"{key}_sd"] = round(float(numpy.std(values, ddof=1)), 4) if len(values) > 1 else 0.0
+                summary[f"{key}_seeds"] = [round(value, 4) for value in values]
+                figures += f" {summary[key]:>8.4f} ± {summary[f'{key}_sd']:.3f}"
+        if not runs:
             continue
-        runs = scores["pretraining"].values()
-        seconds = sum(run["seconds"] for run in runs)
-        rate = " ".join(f"{run['tokens_per_s']:.0f}" for run in runs) or "-"
-        print(f"{system:<8} {summary[f'{system}_sst2']:>9.4f} {summary[f'{system}_ner_f1']:>7.4f} {seconds:>10.0f} "
-              f"{rate:>9}")
-        for name, run in scores["pretraining"].items():
+        pretraining = runs[0]["pretraining"]
+        seconds = sum(run["seconds"] for run in pretraining.values())
+        rate = " ".join(f"{run['tokens_per_s']:.0f}" for run in pretraining.values()) or "-"
+        print(f"{system:<8} {len(runs):>5}{figures} {seconds:>10.0f} {rate:>9}")
+        for name, run in pretraining.items():
             summary[f"{system}_{name}_pretrain_s"] = run["seconds"]
             summary[f"{system}_{name}_tokens_per_s"] = run["tokens_per_s"]
             summary[f"{system}_{name}_pretrain_steps"] = run["steps"]
+            if "eval_accuracy" in run:
+                summary[f"{system}_{name}_eval_accuracy"] = run["eval_accuracy"]
     for name, system, against in COMPARISONS:
         for task in ("sst2", "ner"):
             key = f"{name}_{task}"
-            if system not in found or against not in found:
+            test, seeds = compare(args, found.get(system, {}), found.get(against, {}), task)
+            if test is None:
                 summary[f"{key}_p"] = None
                 continue
-            test = paired_bootstrap(task_counts(found[system], task), task_counts(found[against], task),
-                                    n_samples=args.bootstrap_samples, seed=args.seed)
             summary[f"{key}_delta"] = round(test.delta, 4)
             summary[f"{key}_p"] = round(test.p_value, 4)
             print(f"{system} - {against} on {task}: {test.delta:+.4f} (95% CI {test.ci_low:+.4f} .. "
-                  f"{test.ci_high:+.4f}), paired bootstrap p = {test.p_value:.4f}")
+                  f"{test.ci_high:+.4f}), paired bootstrap p = {test.p_value:.4f} over seeds {seeds} pooled")
     if "rtd" in found:
-        summary["rtd_steps"] = found["rtd"]["compute"]["rtd_steps"]
-        summary["equal_compute"] = "FLOPs of one optimizer step (torch FlopCounterMode), MLM steps x MLM/RTD ratio"
+        compute = next(iter(found["rtd"].values()))["compute"]
+        summary["rtd_steps"] = compute["rtd_steps"]
+        summary["equal_compute"] = (f"FLOPs of one optimizer step (torch FlopCounterMode): {compute['mlm_steps']} MLM "
+                                    f"steps x MLM/RTD FLOPs per step")
     return summary
 
 
