@@ -119,7 +119,8 @@ def parse_args(argv=None):
         args.bootstrap_samples = 1000
         args.out = args.out if args.out != build_parser().get_default("out") else "/tmp/spacy_mlm_transfer_quick"
     args.systems = [] if args.systems == "none" else args.systems.split(",")
-    args.finetune_seeds = [args.seed] if args.finetune_seeds is None else [int(s) for s in args.finetune_seeds.split(",")]
+    seeds = args.finetune_seeds
+    args.finetune_seeds = [args.seed] if seeds is None else [int(seed) for seed in seeds.split(",")]
     unknown = set(args.systems) - set(SYSTEMS)
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
@@ -130,8 +131,8 @@ def parse_args(argv=None):
 def budget(args) -> dict:
     """What must be the same in every session whose scores are joined."""
     keys = ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch", "pretrain_steps", "pretrain_lr",
-            "pretrain_precision", "pretrain_max_time", "tapt_steps", "tapt_lr", "tapt_head_steps", "train_size", "epochs", "batch_size",
-            "scratch_lr", "minilm_lr", "warmup", "seed")
+            "pretrain_precision", "pretrain_max_time", "tapt_steps", "tapt_lr", "tapt_head_steps", "train_size",
+            "epochs", "batch_size", "scratch_lr", "minilm_lr", "warmup", "seed")
     return {key: getattr(args, key) for key in keys}
 
 
@@ -254,10 +255,12 @@ def equal_compute_steps(args) -> dict:
     FLOPs of one step depend only on the architecture and the batch: cached in
     OUT/flops.json under those."""
     path = args.out / "flops.json"
-    shape = {key: getattr(args, key) for key in ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch")}
+    shape_keys = ("quick", "layers", "width", "vocab_size", "max_length", "pretrain_batch")
+    shape = {key: getattr(args, key) for key in shape_keys}
     cached = json.loads(path.read_text()) if path.exists() else {}
     if cached.get("shape") != shape:
-        cached = {"shape": shape, **{f"{objective}_step_flops": step_flops(args, objective) for objective in ("mlm", "rtd")}}
+        flops = {f"{objective}_step_flops": step_flops(args, objective) for objective in ("mlm", "rtd")}
+        cached = {"shape": shape, **flops}
         classify.write_json(path, cached)
     mlm_run = args.out / "mlm" / "run" / "stats.json"
     mlm_steps = json.loads(mlm_run.read_text())["steps"] if mlm_run.exists() else args.pretrain_steps
