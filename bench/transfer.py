@@ -201,8 +201,15 @@ def run_pretraining(args, settings: dict, output: Path, tokenizer: Path = None) 
     from spacy_mlm import load_pretraining_config, pretrain
 
     done = output / "stats.json"
+    # what the run was asked for, paths aside (they differ between the machines)
+    asked = {key: value for key, value in settings.items() if not key.startswith("paths.")}
     if done.exists():
         stats = json.loads(done.read_text(encoding="utf8"))
+        if stats["settings"] != asked:
+            changed = sorted(key for key in asked.keys() | stats["settings"].keys()
+                             if asked.get(key) != stats["settings"].get(key))
+            raise SystemExit(f"{done}: that run was pretrained with other settings ({', '.join(changed)}); "
+                             "use another --out, or the run's own options")
         print(f"   pretrained earlier: {stats['steps']} steps in {stats['seconds']:.0f} s", flush=True)
         return stats
     if tokenizer is not None and not (output / "tokenizer").exists():
@@ -216,7 +223,7 @@ def run_pretraining(args, settings: dict, output: Path, tokenizer: Path = None) 
     steps = history[-1]["step"]
     positions = steps * settings["pretraining.batch_size"] * settings["pretraining.max_length"]
     last_eval = next((row for row in reversed(history) if "eval_loss" in row), {})
-    stats = {"model": os.path.relpath(model, args.out), "steps": steps, "seconds": round(seconds, 1),
+    stats = {"model": os.path.relpath(model, args.out), "settings": asked, "steps": steps, "seconds": round(seconds, 1),
              "tokens_per_s": round(positions / seconds, 1),
              **{key: round(value, 4) for key, value in last_eval.items() if key.startswith("eval_")}}
     print(f"   pretrained {steps} steps of {settings['pretraining.batch_size']} x {settings['pretraining.max_length']} "
@@ -452,8 +459,6 @@ def compare(args, mine: dict, theirs: dict, task: str):
 
 
 def join(args) -> dict:
-    import numpy
-
     found = load_scores(args)
     summary = {}
     print(f"\n{'system':<8} {'seeds':>5} {'SST-2 acc':>15} {'NER F1':>15} {'pretrain s':>10} {'tokens/s':>9}")
@@ -462,11 +467,12 @@ def join(args) -> dict:
         figures = ""
         for task, key in (("sst2", f"{system}_sst2"), ("ner", f"{system}_ner_f1")):
             values = [task_figure(run, task) for run in runs]
-            summary[key] = round(float(numpy.mean(values)), 4) if values else None
+            summary[key] = None
             if values:
-                summary[f"{key}_sd"] = round(float(numpy.std(values, ddof=1)), 4) if len(values) > 1 else 0.0
+                mean, sd = classify.mean_and_sd(values)
+                summary[key], summary[f"{key}_sd"] = round(mean, 4), round(sd, 4)
                 summary[f"{key}_seeds"] = [round(value, 4) for value in values]
-                figures += f" {summary[key]:>8.4f} ± {summary[f'{key}_sd']:.3f}"
+                figures += f" {mean:>8.4f} ± {sd:.3f}"
         if not runs:
             continue
         pretraining = runs[0]["pretraining"]
