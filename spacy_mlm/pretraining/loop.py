@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -36,7 +36,7 @@ from .checkpoint import (
 )
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
 from .masking import MaskedBatch, unigram_distribution, uniform_distribution
-from .objectives import PretrainingModel, metrics, set_output_bias
+from .objectives import SUMMED, ObjectiveSums, PretrainingModel, metrics, set_output_bias
 from .rtd import ReplacedTokenDetection, build_generator
 from .tokenizer import train_tokenizer
 
@@ -51,9 +51,14 @@ class Distributed:
 
     @classmethod
     def from_env(cls, device: torch.device) -> "Distributed":
+        """The process group of a `torchrun` launch (none in one process). On GPUs
+        the process's own GPU is made current first: NCCL and its object
+        collectives work on the current device."""
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world == 1:
             return cls()
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
         if not torch.distributed.is_initialized():
             torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
         return cls(torch.distributed.get_rank(), world)
@@ -66,11 +71,44 @@ class Distributed:
         if self.world > 1:
             torch.distributed.barrier()
 
-    def sum(self, values: List[float]) -> List[float]:
-        tensor = torch.tensor(values, dtype=torch.float64)
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` summed over the processes, in place: a tensor where the model
+        runs, which is where NCCL (GPU) and gloo (CPU) both take it."""
         if self.world > 1:
             torch.distributed.all_reduce(tensor)
-        return tensor.tolist()
+        return tensor
+
+
+@dataclass
+class PendingSteps:
+    """Steps trained but not yet read. Their sums stay where the model runs, one
+    (len(SUMMED),) row each, until the loop needs numbers (to log, evaluate,
+    checkpoint or stop); then one transfer, and under torchrun one all-reduce that
+    also tells every process whether any ran out of time, turns them into history
+    rows. Reading a GPU number every step would make the CPU wait for the GPU
+    instead of preparing the next batch while the GPU computes this one."""
+
+    sums: List[torch.Tensor] = field(default_factory=list)
+    counts: List[Tuple[int, int, int, int, float]] = field(default_factory=list)  # step, predicted, pairs, scored, lr
+    nsp: bool = False
+    rtd: bool = False
+
+    def add(self, step: int, sums: torch.Tensor, objective: ObjectiveSums, n_pred: int, n_pairs: int, n_scored: int,
+            lr: float) -> None:
+        self.sums.append(sums)
+        self.counts.append((step, n_pred, n_pairs, n_scored, lr))
+        self.nsp, self.rtd = objective.nsp_loss is not None, objective.rtd_loss is not None
+
+    def read(self, dist: Distributed, out_of_time: bool) -> Tuple[List[Dict[str, float]], bool]:
+        """(the pending steps' history rows, whether any process is out of time)."""
+        late = self.sums[-1].new_tensor([float(out_of_time)])
+        totals = dist.sum(torch.cat([torch.stack(self.sums).flatten(), late])).tolist()
+        width = len(SUMMED)
+        rows = [{"step": step, **metrics(totals[i * width : (i + 1) * width], n_pred, n_pairs, n_scored, self.nsp,
+                                         self.rtd), "lr": lr}
+                for i, (step, n_pred, n_pairs, n_scored, lr) in enumerate(self.counts)]
+        self.sums, self.counts = [], []
+        return rows, totals[-1] > 0
 
 
 def corpus_paths(spec) -> Dict[str, str]:
@@ -130,8 +168,14 @@ def get_model(cfg, output_dir: Path, train_docs, dist: Distributed) -> MaskedLM:
 
 def to_inputs(batch: Batch, masked: MaskedBatch, device: torch.device, noise: Optional[np.ndarray] = None
               ) -> Dict[str, torch.Tensor]:
-    """The model's keyword arguments; `noise`: the objective's sampling noise (rtd), if any."""
-    tensor = lambda x: None if x is None else torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
+    """The model's keyword arguments; `noise`: the objective's sampling noise (rtd), if any.
+    To a GPU they go from pinned memory without waiting: a copy from pageable
+    memory first waits for the GPU to finish the work queued before it."""
+    def tensor(x):
+        if x is None:
+            return None
+        t = torch.from_numpy(np.ascontiguousarray(x))
+        return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t
     inputs = {
         "input_ids": tensor(masked.input_ids),
         "labels": tensor(masked.labels),
@@ -179,12 +223,13 @@ def evaluate(model, batches, device: torch.device, precision: str = "fp32") -> D
     for batch, masked, noise in batches:
         with forward_precision(device, precision):
             sums = model(**to_inputs(batch, masked, device, noise))
-        totals = totals + np.array(sums.totals())
+        totals = totals + sums.stacked()
         n_pred, n_pairs, n_scored = n_pred + sums.n_predicted, n_pairs + sums.n_pairs, n_scored + n_positions(batch)
     model.train(was_training)
     if sums is None:
         return {}
-    row = metrics(totals, n_pred, n_pairs, n_scored, sums.nsp_loss is not None, sums.rtd_loss is not None, "eval_")
+    row = metrics(totals.tolist(), n_pred, n_pairs, n_scored, sums.nsp_loss is not None, sums.rtd_loss is not None,
+                  "eval_")
     row["eval_perplexity"] = float(np.exp(min(row["eval_loss"], 50.0)))
     return row
 
@@ -241,9 +286,9 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     """Everything the loop needs, built identically in every process."""
     cfg = config["pretraining"]
     device = pick_device(cfg["device"])
-    dist = Distributed.from_env(device)
     if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # under torchrun: the process's own GPU
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    dist = Distributed.from_env(device)
     ckpt_root = output_dir / "checkpoints"
     if dist.main:  # what killed runs left: temporary files and directories, replaced checkpoints
         for left in remove_left_overs(output_dir) + remove_left_overs(ckpt_root):
@@ -363,7 +408,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     if step == 0 and cfg["eval_every"] and dist.main:
         history.append({"step": 0, **evaluate(model, eval_batches, device, cfg["precision"])})  # the starting point of the curves
     model.train()
-    started, stop = time.time(), False
+    started, stop, pending = time.time(), False, PendingSteps()
     bar = Progress(cfg["max_steps"], "pretrain", "steps", initial=step, quiet=quiet or not dist.main, logs_above=True)
     while step < cfg["max_steps"] and not stop:
         if heads_first and step == cfg["head_only_steps"]:
@@ -372,7 +417,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
         masked = masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
         noise = model.sampling_noise(masked.input_ids.shape, np.random.default_rng([cfg["seed"], step, 1]))
         n_pred, n_pairs, n_scored = int(masked.chosen.sum()), batch_size, n_positions(global_batch)
-        totals = 0.0
+        step_sums = 0.0
         for k in range(accum):
             lo = (dist.rank * accum + k) * micro
             part = MaskedBatch(masked.input_ids[lo : lo + micro], masked.labels[lo : lo + micro], None)
@@ -387,25 +432,29 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
                 if sums.rtd_loss is not None:
                     loss = loss + model.discriminator_weight * sums.rtd_loss / n_scored
                 (loss * dist.world).backward()
-            totals = totals + np.array(sums.totals())
+            step_sums = step_sums + sums.stacked()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["optimizer"]["max_grad_norm"])
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
-        out_of_time = cfg["max_time"] and time.time() - started > cfg["max_time"]
-        *totals, late = dist.sum(list(totals) + [float(bool(out_of_time))])
-        row = {"step": step, **metrics(totals, n_pred, n_pairs, n_scored, sums.nsp_loss is not None,
-                                       sums.rtd_loss is not None), "lr": scheduler.get_last_lr()[0]}
-        stop = late > 0
-        if cfg["eval_every"] and (step % cfg["eval_every"] == 0 or step == cfg["max_steps"] or stop) and dist.main:
-            row.update(evaluate(model, eval_batches, device, cfg["precision"]))
-        history.append(row)
-        bar.set_postfix(f"loss {row['loss']:.3f}, accuracy {row['accuracy']:.3f}")
         bar.update(1)
+        pending.add(step, step_sums, sums, n_pred, n_pairs, n_scored, scheduler.get_last_lr()[0])
+        out_of_time = bool(cfg["max_time"]) and time.time() - started > cfg["max_time"]
+        evaluating = cfg["eval_every"] and (step % cfg["eval_every"] == 0 or step == cfg["max_steps"])
+        saving = (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0) or step == cfg["max_steps"]
+        # one process stops on its own clock at once; under torchrun the processes agree at the next read
+        if not (step % cfg["log_every"] == 0 or evaluating or saving or (out_of_time and dist.world == 1)):
+            continue
+        rows, stop = pending.read(dist, out_of_time)
+        row = rows[-1]
+        if cfg["eval_every"] and (evaluating or stop) and dist.main:
+            row.update(evaluate(model, eval_batches, device, cfg["precision"]))
+        history.extend(rows)
+        bar.set_postfix(f"loss {row['loss']:.3f}, accuracy {row['accuracy']:.3f}")
         if dist.main and (step % cfg["log_every"] == 0 or "eval_loss" in row):
             logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
-        if (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0) or step == cfg["max_steps"] or stop:
+        if saving or stop:
             checkpoint()
     bar.close()
     final = output_dir / "model"

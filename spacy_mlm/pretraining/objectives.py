@@ -94,9 +94,14 @@ class ObjectiveSums:
     rtd_replaced: Optional[torch.Tensor] = None
     mlm_logits: Optional[torch.Tensor] = None
 
-    def totals(self) -> List[float]:
-        """The summed statistics as floats, in the order of SUMMED (0 for an objective not run)."""
-        return [0.0 if getattr(self, name) is None else float(getattr(self, name).detach()) for name in SUMMED]
+    def stacked(self) -> torch.Tensor:
+        """The summed statistics in the order of SUMMED (0 for an objective not
+        run) as one float32 tensor where the model runs: the loop adds steps up
+        there and reads them once per log line, since reading a GPU number
+        waits for the GPU and leaves it idle while the next batch is prepared."""
+        zero = self.mlm_loss.new_zeros(())
+        return torch.stack([zero if getattr(self, name) is None else getattr(self, name).detach().float()
+                            for name in SUMMED])
 
 
 # what the loop adds up over micro-batches and processes

@@ -75,6 +75,17 @@ def test_accumulation_gives_the_same_steps(tmp_path, corpus_file, still_model_di
     np.testing.assert_allclose([r["loss"] for r in one], [r["loss"] for r in two], rtol=1e-4)
 
 
+def test_history_has_every_step_however_seldom_the_loop_reads_the_sums(tmp_path, corpus_file, still_model_dir):
+    """The step sums stay on the model's device and are read every log_every
+    steps (or to evaluate, checkpoint, stop): the rows are the same as reading every step."""
+    settings = {"pretraining.eval_every": 0, "pretraining.checkpoint_every": 0, "pretraining.max_steps": 7}
+    _, every = run(tmp_path, corpus_file, still_model_dir, "every", **settings)
+    _, seldom = run(tmp_path, corpus_file, still_model_dir, "seldom", **{**settings, "pretraining.log_every": 3})
+    assert [row["step"] for row in seldom] == list(range(1, 8))
+    assert seldom == every
+    assert len({row["loss"] for row in seldom}) == 7  # each row its own step's sums
+
+
 def test_a_source_without_mlm_head_starts_the_same_with_the_same_seed(tmp_path, corpus_file, still_model_dir):
     """Like the packaged MiniLM: the head HF initialises at load time comes from the seed."""
     from transformers import AutoModel
