@@ -159,11 +159,10 @@ class ReplacedTokenDetection(nn.Module):
 
     def start_at_prior(self, share: float) -> None:
         """Start the RTD head's logit at the log-odds of `share`, the replaced
-        share it will see (`replaced_share`). From a random bias, the first steps
-        would spend the discriminator's loss, 50 times the generator's, on
-        driving every position to that constant, and they can do it through the
-        encoder as well as through the bias: its top layer's token vectors are
-        pulled towards one shared direction, a start fine-tuning recovers from badly."""
+        share it will see first (`replaced_share`), as a new MLM head starts at
+        the unigram distribution: from one half, the first steps would spend the
+        discriminator's loss, 50 times the generator's, on learning that
+        constant instead of on the context."""
         share = min(max(share, 1e-6), 1 - 1e-6)
         with torch.no_grad():
             self.rtd_head.dense_prediction.bias.fill_(float(np.log(share / (1 - share))))
