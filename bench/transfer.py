@@ -458,6 +458,34 @@ def compare(args, mine: dict, theirs: dict, task: str):
     return paired_bootstrap(*pooled, n_samples=args.bootstrap_samples, seed=args.seed), seeds
 
 
+def top_layer_cosine(model_dir: Path, texts) -> float:
+    """Mean cosine between the top-layer vectors of two different pieces of one
+    text, over `texts`: low for a top layer that tells its pieces apart, near 1 for
+    one that has collapsed onto a single direction, which fine-tuning must first undo
+    (what a discriminator learns while it cannot yet use the context: which token
+    stands where tells it nothing about replacement)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # an MLM run's saved head is not the bare encoder's: no warning for that
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModel.from_pretrained(str(model_dir), add_pooling_layer=False).eval()
+    cosines = []
+    for text in texts:
+        encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=model.config.max_position_embeddings)
+        with torch.no_grad():
+            vectors = torch.nn.functional.normalize(model(**encoded).last_hidden_state[0], dim=-1)
+        n = len(vectors)
+        if n > 1:
+            cosines.append(float((vectors @ vectors.T).sum() - n) / (n * n - n))
+    return sum(cosines) / len(cosines)
+
+
+def scratch_model_dir(args, system: str, run: dict) -> Path:
+    return args.out / "random" / "model" if system == "random" else args.out / run["pretraining"]["raw_text"]["model"]
+
+
 def join(args) -> dict:
     found = load_scores(args)
     summary = {}
@@ -496,6 +524,16 @@ def join(args) -> dict:
             summary[f"{key}_p"] = round(test.p_value, 4)
             print(f"{system} - {against} on {task}: {test.delta:+.4f} (95% CI {test.ci_low:+.4f} .. "
                   f"{test.ci_high:+.4f}), paired bootstrap p = {test.p_value:.4f} over seeds {seeds} pooled")
+    scratch = [system for system in SCRATCH if system in found]
+    if scratch:
+        from spacy_mlm import read_textcat
+
+        texts = [eg.text for eg in read_textcat(args.sst2_dev).examples[:200]]
+        for system in scratch:
+            model_dir = scratch_model_dir(args, system, next(iter(found[system].values())))
+            summary[f"{system}_top_layer_cosine"] = round(top_layer_cosine(model_dir, texts), 3)
+        print("top layer, mean cosine between two pieces' vectors of one text (200 SST-2 dev sentences): "
+              + ", ".join(f"{system} {summary[f'{system}_top_layer_cosine']:.3f}" for system in scratch))
     if "rtd" in found:
         compute = next(iter(found["rtd"].values()))["compute"]
         summary["rtd_steps"] = compute["rtd_steps"]
