@@ -37,7 +37,7 @@ from .checkpoint import (
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
 from .masking import MaskedBatch, unigram_distribution, uniform_distribution
 from .objectives import SUMMED, ObjectiveSums, PretrainingModel, metrics, set_output_bias
-from .rtd import ReplacedTokenDetection, build_generator, replaced_share
+from .rtd import ReplacedTokenDetection, build_generator
 from .tokenizer import train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -336,9 +336,8 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
 
 def objective_model(cfg, mlm: MaskedLM, unigram: np.ndarray) -> torch.nn.Module:
     """The objective around the model being pretrained. A fresh output layer
-    starts at what it will first see: a new MLM head and every RTD generator at
-    the corpus unigram distribution, the RTD head at the share of replaced
-    positions; a resumed run then loads its own state over it."""
+    (a new MLM head, every RTD generator) starts at the corpus unigram
+    distribution; a resumed run then loads its own state over it."""
     if cfg["objective"] == "rtd":
         rtd = cfg["rtd"]
         generator = build_generator(mlm.model, rtd["generator_size"], cfg["seed"])
@@ -346,9 +345,7 @@ def objective_model(cfg, mlm: MaskedLM, unigram: np.ndarray) -> torch.nn.Module:
         logger.info("Replaced-token detection: generator %d x %d (discriminator %d x %d), embeddings shared",
                     generator.config.num_hidden_layers, generator.config.hidden_size,
                     mlm.model.config.num_hidden_layers, mlm.model.config.hidden_size)
-        model = ReplacedTokenDetection(mlm.model, generator, rtd["discriminator_weight"])
-        model.start_at_prior(replaced_share(cfg["masking"]["rate"], unigram))
-        return model
+        return ReplacedTokenDetection(mlm.model, generator, rtd["discriminator_weight"])
     if mlm.head_initialised:
         set_output_bias(mlm.model, unigram)
         logger.info("MLM output bias initialised to the corpus log unigram frequencies")

@@ -85,15 +85,6 @@ def discriminator_sums(logits: torch.Tensor, targets: torch.Tensor, scored: torc
     return loss, correct, targets.sum()
 
 
-def replaced_share(rate: float, unigram_probs: np.ndarray) -> float:
-    """The share of positions replaced at the start of a run: `rate` of them
-    are chosen, and a fresh generator proposes the corpus unigram distribution
-    for them, whose draw equals the original (also a unigram draw) with
-    probability sum p^2; that counts as original."""
-    probs = np.asarray(unigram_probs, dtype=np.float64)
-    return float(rate * (1.0 - np.square(probs / probs.sum()).sum()))
-
-
 def generator_config(config, size: float) -> ElectraConfig:
     """The ELECTRA generator config for a discriminator `config`: round(size x
     heads) heads (at least one) of the discriminator's head width, the
@@ -156,16 +147,6 @@ class ReplacedTokenDetection(nn.Module):
         self.rtd_head.apply(discriminator._init_weights)
         self.discriminator_weight = discriminator_weight
         self._types = uses_segments(discriminator.config)
-
-    def start_at_prior(self, share: float) -> None:
-        """Start the RTD head's logit at the log-odds of `share`, the replaced
-        share it will see first (`replaced_share`), as a new MLM head starts at
-        the unigram distribution: from one half, the first steps would spend the
-        discriminator's loss, 50 times the generator's, on learning that
-        constant instead of on the context."""
-        share = min(max(share, 1e-6), 1 - 1e-6)
-        with torch.no_grad():
-            self.rtd_head.dense_prediction.bias.fill_(float(np.log(share / (1 - share))))
 
     def sampling_noise(self, shape: Tuple[int, int], rng: np.random.Generator) -> np.ndarray:
         return rng.random(shape, dtype=np.float32)
