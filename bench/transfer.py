@@ -462,8 +462,7 @@ def top_layer_cosine(model_dir: Path, texts) -> float:
     """Mean cosine between the top-layer vectors of two different pieces of one
     text, over `texts`: low for a top layer that tells its pieces apart, near 1 for
     one that has collapsed onto a single direction, which fine-tuning must first undo
-    (what a discriminator learns while it cannot yet use the context: which token
-    stands where tells it nothing about replacement)."""
+    (as the RTD discriminators trained at this benchmark's budgets had)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
