@@ -458,11 +458,12 @@ def compare(args, mine: dict, theirs: dict, task: str):
     return paired_bootstrap(*pooled, n_samples=args.bootstrap_samples, seed=args.seed), seeds
 
 
-def top_layer_cosine(model_dir: Path, texts) -> float:
-    """Mean cosine between the top-layer vectors of two different pieces of one
-    text, over `texts`: low for a top layer that tells its pieces apart, near 1 for
-    one that has collapsed onto a single direction, which fine-tuning must first undo
-    (as the RTD discriminators trained at this benchmark's budgets had)."""
+def layer_cosines(model_dir: Path, texts) -> list:
+    """Per layer (the embeddings' output first, the top layer last), the mean cosine
+    between the vectors of two different pieces of one text, over `texts`: low for a
+    layer that tells its pieces apart, near 1 for one that has collapsed onto a single
+    direction, which fine-tuning must first undo (as the RTD discriminators trained
+    at this benchmark's budgets had, at every layer)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -470,15 +471,21 @@ def top_layer_cosine(model_dir: Path, texts) -> float:
     hf_logging.set_verbosity_error()  # an MLM run's saved head is not the bare encoder's: no warning for that
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModel.from_pretrained(str(model_dir), add_pooling_layer=False).eval()
-    cosines = []
+    totals, counted = None, 0
     for text in texts:
         encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=model.config.max_position_embeddings)
+        n = int(encoded["input_ids"].shape[1])
+        if n < 2:
+            continue
         with torch.no_grad():
-            vectors = torch.nn.functional.normalize(model(**encoded).last_hidden_state[0], dim=-1)
-        n = len(vectors)
-        if n > 1:
-            cosines.append(float((vectors @ vectors.T).sum() - n) / (n * n - n))
-    return sum(cosines) / len(cosines)
+            layers = model(**encoded, output_hidden_states=True).hidden_states
+        means = []
+        for hidden in layers:
+            vectors = torch.nn.functional.normalize(hidden[0], dim=-1)
+            means.append(float((vectors @ vectors.T).sum() - n) / (n * n - n))
+        totals = means if totals is None else [total + mean for total, mean in zip(totals, means)]
+        counted += 1
+    return [total / counted for total in totals]
 
 
 def scratch_model_dir(args, system: str, run: dict) -> Path:
@@ -528,11 +535,14 @@ def join(args) -> dict:
         from spacy_mlm import read_textcat
 
         texts = [eg.text for eg in read_textcat(args.sst2_dev).examples[:200]]
+        print("mean cosine between two pieces' vectors of one text (200 SST-2 dev sentences), "
+              "embeddings to top layer:")
         for system in scratch:
             model_dir = scratch_model_dir(args, system, next(iter(found[system].values())))
-            summary[f"{system}_top_layer_cosine"] = round(top_layer_cosine(model_dir, texts), 3)
-        print("top layer, mean cosine between two pieces' vectors of one text (200 SST-2 dev sentences): "
-              + ", ".join(f"{system} {summary[f'{system}_top_layer_cosine']:.3f}" for system in scratch))
+            cosines = [round(value, 3) for value in layer_cosines(model_dir, texts)]
+            summary[f"{system}_layer_cosines"] = cosines
+            summary[f"{system}_top_layer_cosine"] = cosines[-1]
+            print(f"   {system:<8} " + " ".join(f"{value:.3f}" for value in cosines))
     if "rtd" in found:
         compute = next(iter(found["rtd"].values()))["compute"]
         summary["rtd_steps"] = compute["rtd_steps"]
