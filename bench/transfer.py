@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pretrain-max-time", type=float, default=0,
                         help="seconds; a safety cap on each pretraining run ([pretraining] max_time; 0 = none). "
                         "RTD's equal-compute steps follow the steps the MLM run actually made")
+    parser.add_argument("--rtd-embedding-sharing", choices=("shared", "disentangled"), default="shared",
+                        help="how the RTD discriminator reads the token embeddings it shares with its generator "
+                             "([pretraining.rtd] embedding_sharing)")
     parser.add_argument("--pretrain-only", action="store_true",
                         help="pretrain the systems and stop: a later invocation with the same OUT fine-tunes them "
                         "(for example pretraining on a GPU machine, fine-tuning here)")
@@ -170,7 +173,11 @@ def scratch_tokenizer(args) -> Path:
 
 # -- pretraining -------------------------------------------------------------------------
 def scratch_settings(args, objective: str, steps: int) -> dict:
+    # a setting at its default is left out, so that runs made before it existed still match
+    rtd = {"pretraining.rtd.embedding_sharing": args.rtd_embedding_sharing} if (
+        objective == "rtd" and args.rtd_embedding_sharing != "shared") else {}
     return {
+        **rtd,
         "paths.train": str(raw_text_dir(args)),
         "pretraining.objective": objective,
         "pretraining.max_steps": steps,
@@ -544,8 +551,11 @@ def join(args) -> dict:
             summary[f"{system}_top_layer_cosine"] = cosines[-1]
             print(f"   {system:<8} " + " ".join(f"{value:.3f}" for value in cosines))
     if "rtd" in found:
-        compute = next(iter(found["rtd"].values()))["compute"]
+        run = next(iter(found["rtd"].values()))
+        compute = run["compute"]
         summary["rtd_steps"] = compute["rtd_steps"]
+        summary["rtd_embedding_sharing"] = run["pretraining"]["raw_text"]["settings"].get(
+            "pretraining.rtd.embedding_sharing", "shared")
         summary["equal_compute"] = (f"FLOPs of one optimizer step (torch FlopCounterMode): {compute['mlm_steps']} MLM "
                                     f"steps x MLM/RTD FLOPs per step")
     return summary

@@ -72,6 +72,9 @@ whole_word = false
 generator_size = 0.25
 # weight of the discriminator's loss against the generator's masked-LM loss (ELECTRA: 50)
 discriminator_weight = 50.0
+# shared: ELECTRA's (both losses train the token embeddings); disentangled: DeBERTaV3's (the
+# discriminator reads them through a stop-gradient plus a difference of its own)
+embedding_sharing = "shared"
 
 [pretraining.optimizer]
 learning_rate = 0.0001
@@ -141,6 +144,8 @@ def load_pretraining_config(
 
 
 OBJECTIVES = ("mlm", "rtd")
+# how an RTD discriminator reads the token embeddings it shares with its generator
+EMBEDDING_SHARING = ("shared", "disentangled")
 PRECISIONS = ("fp32", "bf16")
 # setting -> its kind and the bounds its value must keep
 INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
@@ -156,6 +161,7 @@ LIMITS = {
     "masking.rate": (NUMBER, "> 0", "< 1"), "masking.mask_fraction": (NUMBER, ">= 0", "<= 1"),
     "masking.random_fraction": (NUMBER, ">= 0", "<= 1"), "masking.replacement": (TEXT,), "masking.whole_word": (FLAG,),
     "rtd.generator_size": (NUMBER, "> 0", "<= 1"), "rtd.discriminator_weight": (NUMBER, "> 0"),
+    "rtd.embedding_sharing": (TEXT,),
     "optimizer.learning_rate": (NUMBER, "> 0"), "optimizer.weight_decay": (NUMBER, ">= 0"),
     "optimizer.beta1": (NUMBER, ">= 0", "< 1"), "optimizer.beta2": (NUMBER, ">= 0", "< 1"),
     "optimizer.eps": (NUMBER, "> 0"), "optimizer.warmup_steps": (INT, ">= 0"), "optimizer.max_grad_norm": (NUMBER, "> 0"),
@@ -192,6 +198,9 @@ def check_values(config: Config) -> None:
         raise SpacyMlmError(f"[pretraining] objective must be one of {', '.join(OBJECTIVES)}, got {section['objective']!r}")
     if section["precision"] not in PRECISIONS:
         raise SpacyMlmError(f"[pretraining] precision must be one of {', '.join(PRECISIONS)}, got {section['precision']!r}")
+    if section["rtd"]["embedding_sharing"] not in EMBEDDING_SHARING:
+        raise SpacyMlmError(f"[pretraining.rtd] embedding_sharing must be one of {', '.join(EMBEDDING_SHARING)}, "
+                            f"got {section['rtd']['embedding_sharing']!r}")
     if section["objective"] == "rtd" and section["next_sentence"]:
         raise SpacyMlmError("[pretraining] next_sentence works with objective = \"mlm\" only (ELECTRA has no NSP)")
     if section["head_only_steps"] and section["objective"] != "mlm":

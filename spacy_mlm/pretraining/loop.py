@@ -342,10 +342,10 @@ def objective_model(cfg, mlm: MaskedLM, unigram: np.ndarray) -> torch.nn.Module:
         rtd = cfg["rtd"]
         generator = build_generator(mlm.model, rtd["generator_size"], cfg["seed"])
         set_output_bias(generator, unigram)
-        logger.info("Replaced-token detection: generator %d x %d (discriminator %d x %d), embeddings shared",
+        logger.info("Replaced-token detection: generator %d x %d (discriminator %d x %d), embeddings %s",
                     generator.config.num_hidden_layers, generator.config.hidden_size,
-                    mlm.model.config.num_hidden_layers, mlm.model.config.hidden_size)
-        return ReplacedTokenDetection(mlm.model, generator, rtd["discriminator_weight"])
+                    mlm.model.config.num_hidden_layers, mlm.model.config.hidden_size, rtd["embedding_sharing"])
+        return ReplacedTokenDetection(mlm.model, generator, rtd["discriminator_weight"], rtd["embedding_sharing"])
     if mlm.head_initialised:
         set_output_bias(mlm.model, unigram)
         logger.info("MLM output bias initialised to the corpus log unigram frequencies")
@@ -459,6 +459,7 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     bar.close()
     final = output_dir / "model"
     if dist.main:
+        model.prepare_output()
         save_mlm_model(mlm, final, model.output_files())
         write_history(output_dir, history)
         logger.info("Saved the model to %s", final)

@@ -214,6 +214,9 @@ class PretrainingModel(nn.Module):
         if self.nsp_head is not None:
             self.nsp_head.load_state_dict(state["nsp_head"])
 
+    def prepare_output(self) -> None:
+        """Nothing to fold before the final save (see `rtd.ReplacedTokenDetection`)."""
+
     def output_files(self) -> List[Tuple[str, Dict[str, torch.Tensor]]]:
         """(file name, tensors) saved beside the final model: the NSP head when there is one."""
         return [] if self.nsp_head is None else [("nsp_head.safetensors", self.nsp_head.state_dict())]

@@ -22,6 +22,15 @@ differ, it projects the shared embeddings to its width (HF `ElectraModel`'s
 the tied decoder (`ElectraForMaskedLM` built with `embedding_size` = the
 discriminator's width).
 
+`embedding_sharing = "disentangled"` is DeBERTaV3's gradient-disentangled
+sharing (He et al. 2021) instead: the discriminator reads the shared token
+embeddings through a stop-gradient plus a difference of its own (starting at
+zero), so its loss (ELECTRA weights it 50) no longer pulls the table the generator's
+masked-LM trains; position and segment embeddings and their LayerNorm stay
+shared. The checkpoints keep the shared table in their model and the
+difference in their training state; the run's final model folds the two into
+the discriminator's token embeddings.
+
 The discriminator is a bare encoder of the source's (or the scratch config's)
 own architecture, saved as a plain HF directory; its RTD head (dense + activation
 + one logit, ELECTRA's `ElectraDiscriminatorPredictions`) is saved beside it as
@@ -41,8 +50,10 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import ElectraConfig, ElectraForMaskedLM
 from transformers.models.electra.modeling_electra import ElectraDiscriminatorPredictions
+from transformers.models.roberta.modeling_roberta import create_position_ids_from_input_ids
 
 from ..errors import ModelLoadError, SpacyMlmError
+from .config import EMBEDDING_SHARING
 from .masking import IGNORE_INDEX
 from .objectives import ObjectiveSums, PretrainingModel, uses_segments
 
@@ -139,7 +150,8 @@ class ReplacedTokenDetection(nn.Module):
     `PretrainingModel`, plus `sample_noise` (rows, length): one uniform number
     per position, those of the chosen positions used for the proposals."""
 
-    def __init__(self, discriminator: nn.Module, generator: ElectraForMaskedLM, discriminator_weight: float):
+    def __init__(self, discriminator: nn.Module, generator: ElectraForMaskedLM, discriminator_weight: float,
+                 embedding_sharing: str = "shared"):
         super().__init__()
         self.discriminator = discriminator
         self.generator = PretrainingModel(generator)
@@ -147,6 +159,35 @@ class ReplacedTokenDetection(nn.Module):
         self.rtd_head.apply(discriminator._init_weights)
         self.discriminator_weight = discriminator_weight
         self._types = uses_segments(discriminator.config)
+        if embedding_sharing not in EMBEDDING_SHARING:
+            raise SpacyMlmError(f"embedding_sharing must be one of {', '.join(EMBEDDING_SHARING)}, got {embedding_sharing!r}")
+        table = discriminator.embeddings.word_embeddings.weight
+        # the discriminator's own difference to the shared token embeddings ("disentangled" only)
+        self.embedding_delta = nn.Parameter(torch.zeros_like(table)) if embedding_sharing == "disentangled" else None
+
+    def discriminator_inputs(self, ids: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """The discriminator's token inputs for `ids`: the ids themselves when the
+        embeddings are shared; else its embedded tokens, stop-gradient(shared) +
+        delta, with the positions the ids would give (RoBERTa-style embeddings
+        count them from the padding id, skipping padding; BERT's need none)."""
+        if self.embedding_delta is None:
+            return {"input_ids": ids}
+        embeddings = self.discriminator.embeddings
+        lookup = embeddings.word_embeddings
+        table = lookup.weight.detach() + self.embedding_delta
+        inputs = {"inputs_embeds": F.embedding(ids, table, padding_idx=lookup.padding_idx)}
+        if getattr(embeddings, "padding_idx", None) is not None:
+            inputs["position_ids"] = create_position_ids_from_input_ids(ids, embeddings.padding_idx)
+        return inputs
+
+    def prepare_output(self) -> None:
+        """Fold the discriminator's difference into the token embeddings it is
+        saved with, once training is over (the generator, which reads the same
+        table, is not saved). The discriminator computes the same function after."""
+        if self.embedding_delta is not None:
+            with torch.no_grad():
+                self.discriminator.embeddings.word_embeddings.weight.add_(self.embedding_delta)
+                self.embedding_delta.zero_()
 
     def sampling_noise(self, shape: Tuple[int, int], rng: np.random.Generator) -> np.ndarray:
         return rng.random(shape, dtype=np.float32)
@@ -166,7 +207,8 @@ class ReplacedTokenDetection(nn.Module):
             proposals = sample_replacements(sums.mlm_logits, sample_noise[chosen])
         original, corrupted = corrupt(input_ids, labels, proposals)
         hidden = self.discriminator(
-            input_ids=corrupted, attention_mask=attention_mask, token_type_ids=token_type_ids if self._types else None
+            **self.discriminator_inputs(corrupted), attention_mask=attention_mask,
+            token_type_ids=token_type_ids if self._types else None,
         ).last_hidden_state
         scored = torch.ones_like(chosen) if attention_mask is None else attention_mask.bool()
         sums.rtd_loss, sums.rtd_correct, sums.rtd_replaced = discriminator_sums(
@@ -184,8 +226,11 @@ class ReplacedTokenDetection(nn.Module):
         state = self.generator.mlm_model.state_dict(keep_vars=True)
         return {name: tensor.detach() for name, tensor in state.items() if id(tensor) not in shared}
 
-    def objective_state(self) -> Dict[str, Dict[str, torch.Tensor]]:
-        return {"generator": self.generator_state(), "rtd_head": self.rtd_head.state_dict()}
+    def objective_state(self) -> Dict[str, object]:
+        state = {"generator": self.generator_state(), "rtd_head": self.rtd_head.state_dict()}
+        if self.embedding_delta is not None:
+            state["embedding_delta"] = self.embedding_delta.detach()
+        return state
 
     def load_objective_state(self, state: Dict[str, object]) -> None:
         for key in ("generator", "rtd_head"):
@@ -201,6 +246,17 @@ class ReplacedTokenDetection(nn.Module):
                 f"missing {not_shared[:3]}, unexpected {list(unexpected)[:3]} (another generator_size?)"
             )
         self.rtd_head.load_state_dict(state["rtd_head"])
+        delta = state.get("embedding_delta")
+        if (delta is None) != (self.embedding_delta is None):
+            saved, wanted = (("shared", "disentangled") if delta is None else ("disentangled", "shared"))
+            raise SpacyMlmError(f"the checkpoint's run read the token embeddings {saved}, this one reads them {wanted} "
+                                "([pretraining.rtd] embedding_sharing)")
+        if delta is not None:
+            if tuple(delta.shape) != tuple(self.embedding_delta.shape):
+                raise SpacyMlmError(f"the checkpoint's embedding difference is {tuple(delta.shape)}, the model's token "
+                                    f"embeddings {tuple(self.embedding_delta.shape)}")
+            with torch.no_grad():
+                self.embedding_delta.copy_(delta)
 
     def output_files(self) -> List[Tuple[str, Dict[str, torch.Tensor]]]:
         return [("rtd_head.safetensors", self.rtd_head.state_dict())]

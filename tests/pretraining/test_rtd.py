@@ -81,6 +81,59 @@ def test_generator_and_discriminator_share_the_embeddings_and_both_losses_train_
         assert discriminator.embeddings.position_embeddings.weight.grad.abs().sum() > 0, loss
 
 
+def rtd_pair(model_dir, padding: bool):
+    """The same generator, head and input under both embedding_sharing settings
+    (a fresh disentangled delta is zero): their rtd sums, and the models."""
+    models = []
+    for sharing in ("shared", "disentangled"):
+        discriminator = AutoModel.from_pretrained(model_dir, add_pooling_layer=False)
+        generator = build_generator(discriminator, 0.5, seed=0)
+        torch.manual_seed(0)  # the head's initialisation
+        models.append(ReplacedTokenDetection(discriminator, generator, 50.0, embedding_sharing=sharing).eval())
+    ids, labels = inputs(models[0].discriminator.config.vocab_size, n_rows=2, length=10)
+    attention = torch.ones_like(ids)
+    if padding:  # RoBERTa-style positions skip padding: the embedded input must get the same positions
+        pad = models[0].discriminator.config.pad_token_id
+        ids[1, 7:], labels[1, 7:], attention[1, 7:] = pad, IGNORE_INDEX, 0
+    noise = torch.rand(ids.shape, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        return [model(ids, labels, noise, attention_mask=attention) for model in models], models
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_disentangled_sharing_starts_as_the_discriminator_with_shared_embeddings(tmp_path, tiny_model_dir, kind):
+    from spacy_mlm.testing import make_tiny_roberta
+
+    model_dir = tiny_model_dir if kind == "bert" else make_tiny_roberta(tmp_path / "roberta")
+    (shared, disentangled), _ = rtd_pair(model_dir, padding=True)
+    assert float(disentangled.rtd_loss) == pytest.approx(float(shared.rtd_loss), rel=1e-6)
+    assert int(disentangled.rtd_correct) == int(shared.rtd_correct)
+
+
+def test_disentangled_sharing_keeps_the_discriminator_loss_off_the_shared_token_embeddings(tiny_model_dir):
+    _, (_, model) = rtd_pair(tiny_model_dir, padding=False)
+    model.train()
+    table = model.discriminator.embeddings.word_embeddings.weight
+    ids, labels = inputs(model.discriminator.config.vocab_size)
+    noise = torch.rand(ids.shape, generator=torch.Generator().manual_seed(1))
+    model.zero_grad()
+    model(ids, labels, noise).rtd_loss.backward()
+    assert table.grad is None or table.grad.abs().sum() == 0  # the generator's table: its masked-LM alone trains it
+    assert model.embedding_delta.grad.abs().sum() > 0
+    assert model.discriminator.embeddings.position_embeddings.weight.grad.abs().sum() > 0  # still shared
+    model.zero_grad()
+    model(ids, labels, noise).mlm_loss.backward()
+    assert table.grad.abs().sum() > 0 and (model.embedding_delta.grad is None or model.embedding_delta.grad.abs().sum() == 0)
+
+
+def test_a_checkpoint_of_the_other_embedding_sharing_is_refused(tiny_model_dir):
+    _, (shared, disentangled) = rtd_pair(tiny_model_dir, padding=False)
+    with pytest.raises(SpacyMlmError, match="read the token embeddings shared, this one reads them disentangled"):
+        disentangled.load_objective_state(shared.objective_state())
+    with pytest.raises(SpacyMlmError, match="read the token embeddings disentangled, this one reads them shared"):
+        shared.load_objective_state(disentangled.objective_state())
+
+
 def test_the_model_scores_every_position_of_its_corrupted_input(rtd_model):
     rtd_model.eval()
     ids, labels = inputs(rtd_model.discriminator.config.vocab_size, n_rows=2, length=10)
@@ -128,11 +181,13 @@ def test_a_run_from_a_source_saves_the_discriminator_as_a_plain_encoder(tmp_path
     assert set(state["generator"]) and not any(key.startswith("electra.embeddings.") for key in state["generator"])
 
 
-def test_resuming_an_interrupted_run_continues_it_exactly(tmp_path, corpus_file):
+@pytest.mark.parametrize("sharing", ["shared", "disentangled"])
+def test_resuming_an_interrupted_run_continues_it_exactly(tmp_path, corpus_file, sharing):
     """Stopped by max_time after its first step (a checkpoint is written), then
     resumed: the same losses and weights as the run that was never stopped."""
     settings = tiny_overrides(corpus_file, None, **RTD, **{"pretraining.max_steps": 5, "pretraining.eval_every": 5,
-                                                           "pretraining.scratch.dropout": 0.0})
+                                                           "pretraining.scratch.dropout": 0.0,
+                                                           "pretraining.rtd.embedding_sharing": sharing})
     pretrain(load_pretraining_config(None, settings), tmp_path / "reference")
     out = tmp_path / "stopped"
     shutil.copytree(tmp_path / "reference" / "tokenizer", out / "tokenizer")  # the same vocabulary
@@ -148,6 +203,12 @@ def test_resuming_an_interrupted_run_continues_it_exactly(tmp_path, corpus_file)
     first, second = (load_discriminator(path / "model").model for path in (tmp_path / "reference", out))
     for (name, a), b in zip(first.state_dict().items(), second.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
+    if sharing == "disentangled":  # the output folds the discriminator's difference into its token embeddings
+        last = tmp_path / "reference" / "checkpoints" / "step-00000005"
+        delta = load_training_state(last)["embedding_delta"]
+        table = load_discriminator(last / "model").model.embeddings.word_embeddings.weight
+        assert delta.abs().max() > 0
+        torch.testing.assert_close(first.embeddings.word_embeddings.weight, table + delta)
 
 
 def test_a_run_record_from_before_the_objective_existed_is_a_masked_lm_run():
@@ -164,6 +225,7 @@ def test_a_run_record_from_before_the_objective_existed_is_a_masked_lm_run():
     ({**RTD, "pretraining.next_sentence": True}, "next_sentence works with objective"),
     ({"pretraining.rtd.generator_size": 0}, r"\[pretraining.rtd\] generator_size must be above 0 and at most 1"),
     ({"pretraining.rtd.discriminator_weight": -1}, "discriminator_weight must be above 0"),
+    ({"pretraining.rtd.embedding_sharing": "tied"}, r"embedding_sharing must be one of shared, disentangled, got 'tied'"),
 ])
 def test_bad_rtd_settings_are_named(change, message):
     with pytest.raises(SpacyMlmError, match=message):
