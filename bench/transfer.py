@@ -469,8 +469,8 @@ def layer_cosines(model_dir: Path, texts) -> list:
     """Per layer (the embeddings' output first, the top layer last), the mean cosine
     between the vectors of two different pieces of one text, over `texts`: low for a
     layer that tells its pieces apart, near 1 for one that has collapsed onto a single
-    direction, which fine-tuning must first undo (as the RTD discriminators trained
-    at this benchmark's budgets had, at every layer)."""
+    direction, which fine-tuning must first undo (as the upper layers of the RTD
+    discriminators trained at this benchmark's budgets had)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
