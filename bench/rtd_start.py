@@ -119,7 +119,8 @@ def binary_entropy(share: float) -> float:
 
 
 def evaluations(run: Path) -> list:
-    """(step, discriminator loss, prior loss, gap, accuracy, prior accuracy, generator accuracy) per held-out evaluation."""
+    """Per held-out evaluation: (step, discriminator loss, prior loss, gap,
+    accuracy, prior accuracy, generator accuracy)."""
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf8").splitlines()]
     table = []
     for row in rows:

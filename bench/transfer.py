@@ -26,6 +26,10 @@ its models under OUT/<system>/, so runs can be split over sessions):
           text (task-adaptive pretraining, Gururangan et al. 2020): one model per
           task, --tapt-steps each; the first --tapt-head-steps of them train only
           the MLM head, which MiniLM lacks ([pretraining] head_only_steps)
+  tapt_rtd MiniLM continued by RTD on each task's own text (a fresh generator;
+          the discriminator reads context from its first step, bench/rtd_start.py)
+          for the FLOPs of tapt's steps (its head-only steps counted as such),
+          same learning rate
 
 Raw text: wikipedia/en_wiki_sample.jsonl + wikitext2/valid.txt (never
 wikitext2/test.txt, bench/pretrain_quality.py's evaluation text). The
@@ -67,11 +71,12 @@ import ner_conll
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
-SYSTEMS = ("random", "mlm", "rtd", "mlm_rtd", "base", "tapt")
+SYSTEMS = ("random", "mlm", "rtd", "mlm_rtd", "base", "tapt", "tapt_rtd")
 SCRATCH = ("random", "mlm", "rtd", "mlm_rtd")
 # comparisons: (name, system, against)
 COMPARISONS = (("mlm_vs_random", "mlm", "random"), ("rtd_vs_random", "rtd", "random"), ("rtd_vs_mlm", "rtd", "mlm"),
-               ("mlm_rtd_vs_mlm", "mlm_rtd", "mlm"), ("tapt_vs_base", "tapt", "base"))
+               ("mlm_rtd_vs_mlm", "mlm_rtd", "mlm"), ("tapt_vs_base", "tapt", "base"),
+               ("tapt_rtd_vs_base", "tapt_rtd", "base"), ("tapt_rtd_vs_tapt", "tapt_rtd", "tapt"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,28 +253,36 @@ def run_pretraining(args, settings: dict, output: Path, tokenizer: Path = None) 
     return stats
 
 
-def step_flops(args, objective: str) -> int:
-    """FLOPs (matmuls and attention, forward and backward) of one optimizer step
-    of `objective` from scratch, counted by torch on a real step."""
+def count_step_flops(args, name: str, settings: dict, tokenizer: Path = None, steps: int = 1) -> int:
+    """FLOPs (matmuls and attention, forward and backward) of the first `steps`
+    optimizer steps of the pretraining `settings`, counted by torch on real steps
+    in OUT/flops/<name>."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
     from spacy_mlm import load_pretraining_config, pretrain
 
-    output = args.out / "flops" / objective
+    output = args.out / "flops" / name
     shutil.rmtree(output, ignore_errors=True)
     output.mkdir(parents=True)
-    shutil.copytree(scratch_tokenizer(args), output / "tokenizer")
+    if tokenizer is not None:
+        shutil.copytree(tokenizer, output / "tokenizer")
     corpus = output / "corpus.jsonl"  # the step's cost does not depend on the corpus: packed rows are full
     docs = Path(args.wiki).read_text(encoding="utf8").splitlines()[:200]
     corpus.write_text("\n".join(docs) + "\n", encoding="utf8")
-    settings = {**scratch_settings(args, objective, 1), "paths.train": str(corpus), "pretraining.eval_every": 0}
+    settings = {**settings, "paths.train": str(corpus), "pretraining.max_steps": steps, "pretraining.eval_every": 0,
+                "pretraining.checkpoint_every": 1, "pretraining.optimizer.warmup_steps": 1, "pretraining.max_time": 0}
     # the math attention kernel: the CPU's fused one is invisible to the counter
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         pretrain(load_pretraining_config(None, settings), output / "run", quiet=True)
     torch.set_num_threads(args.threads)
     return int(counter.get_total_flops())
+
+
+def step_flops(args, objective: str) -> int:
+    """FLOPs of one optimizer step of `objective` from scratch."""
+    return count_step_flops(args, objective, scratch_settings(args, objective, 1), scratch_tokenizer(args))
 
 
 def equal_compute_steps(args) -> dict:
@@ -350,6 +363,41 @@ def tapt_corpus(args, task: str) -> Path:
     write_text = "".join(json.dumps({"text": text}) + "\n" for text in texts)
     path.write_text(write_text, encoding="utf8")
     return path
+
+
+def tapt_settings(args, task: str, steps: int, head_steps: int) -> dict:
+    """MiniLM continued on `task`'s own text for `steps` (masked-LM unless the caller says rtd)."""
+    return {"paths.source": ner_conll.minilm_path(), "paths.train": str(tapt_corpus(args, task)),
+            "pretraining.max_steps": steps, "pretraining.batch_size": args.pretrain_batch,
+            "pretraining.max_length": args.max_length, "pretraining.seed": args.seed,
+            "pretraining.eval_every": max(steps // 2, 1),
+            "pretraining.checkpoint_every": max(steps // 4, 1),
+            "pretraining.optimizer.learning_rate": args.tapt_lr,
+            "pretraining.head_only_steps": head_steps,
+            "pretraining.precision": args.pretrain_precision,
+            "pretraining.max_time": args.pretrain_max_time,
+            "pretraining.optimizer.warmup_steps": max(steps // 10, 1)}
+
+
+def tapt_rtd_steps(args) -> dict:
+    """The RTD steps (per task) costing the FLOPs of tapt's: --tapt-head-steps
+    head-only masked-LM steps (no gradient through the encoder) and the rest full
+    ones. One step of each kind is counted on MiniLM (OUT/tapt_flops.json, cached
+    under the batch shape)."""
+    path = args.out / "tapt_flops.json"
+    shape = {"quick": args.quick, "max_length": args.max_length, "pretrain_batch": args.pretrain_batch}
+    cached = json.loads(path.read_text()) if path.exists() else {}
+    if cached.get("shape") != shape:
+        base = tapt_settings(args, "sst2", 1, 0)
+        mlm = count_step_flops(args, "tapt_mlm", base)
+        # a run's head-only steps must be followed by full ones: one of each, less the full one
+        head_then_full = count_step_flops(args, "tapt_mlm_head", {**base, "pretraining.head_only_steps": 1}, steps=2)
+        cached = {"shape": shape, "mlm_step_flops": mlm, "mlm_head_step_flops": head_then_full - mlm,
+                  "rtd_step_flops": count_step_flops(args, "tapt_rtd", {**base, "pretraining.objective": "rtd"})}
+        classify.write_json(path, cached)
+    head = min(args.tapt_head_steps, args.tapt_steps)
+    flops = head * cached["mlm_head_step_flops"] + (args.tapt_steps - head) * cached["mlm_step_flops"]
+    return {**cached, "tapt_flops": flops, "rtd_steps": max(1, round(flops / cached["rtd_step_flops"]))}
 
 
 # -- fine-tuning ---------------------------------------------------------------------------
@@ -435,19 +483,18 @@ def run_system(args, system: str) -> None:
         models = {"sst2": model, "ner": model}
     else:
         models = {"sst2": ner_conll.minilm_path(), "ner": ner_conll.minilm_path()}
-        if system == "tapt":
+        if system in ("tapt", "tapt_rtd"):
+            if system == "tapt_rtd":
+                result["compute"] = tapt_rtd_steps(args)
+                print(f"   equal compute: {args.tapt_steps} tapt steps ({args.tapt_head_steps} head-only) = "
+                      f"{result['compute']['rtd_steps']} RTD steps", flush=True)
             for task in models:
-                settings = {"paths.source": models[task], "paths.train": str(tapt_corpus(args, task)),
-                            "pretraining.max_steps": args.tapt_steps, "pretraining.batch_size": args.pretrain_batch,
-                            "pretraining.max_length": args.max_length, "pretraining.seed": args.seed,
-                            "pretraining.eval_every": max(args.tapt_steps // 2, 1),
-                            "pretraining.checkpoint_every": max(args.tapt_steps // 4, 1),
-                            "pretraining.optimizer.learning_rate": args.tapt_lr,
-                            "pretraining.head_only_steps": args.tapt_head_steps,
-                            "pretraining.precision": args.pretrain_precision,
-                            "pretraining.max_time": args.pretrain_max_time,
-                            "pretraining.optimizer.warmup_steps": max(args.tapt_steps // 10, 1)}
-                stats = run_pretraining(args, settings, args.out / "tapt" / task)
+                if system == "tapt":
+                    settings = tapt_settings(args, task, args.tapt_steps, args.tapt_head_steps)
+                else:
+                    settings = {**tapt_settings(args, task, result["compute"]["rtd_steps"], 0),
+                                "pretraining.objective": "rtd"}
+                stats = run_pretraining(args, settings, args.out / system / task)
                 result["pretraining"][task] = stats
                 models[task] = str(args.out / stats["model"])
     if args.pretrain_only:
@@ -592,6 +639,8 @@ def join(args) -> dict:
             summary[f"{system}_layer_cosines"] = cosines
             summary[f"{system}_top_layer_cosine"] = cosines[-1]
             print(f"   {system:<8} " + " ".join(f"{value:.3f}" for value in cosines))
+    if "tapt_rtd" in found:
+        summary["tapt_rtd_steps"] = next(iter(found["tapt_rtd"].values()))["compute"]["rtd_steps"]
     if "mlm_rtd" in found:
         compute = next(iter(found["mlm_rtd"].values()))["compute"]
         summary["mlm_rtd_switch_step"], summary["mlm_rtd_rtd_steps"] = compute["switch_step"], compute["rtd_steps"]
