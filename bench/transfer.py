@@ -584,8 +584,15 @@ def layer_cosines(model_dir: Path, texts) -> list:
     return [total / counted for total in totals]
 
 
-def scratch_model_dir(args, system: str, run: dict) -> Path:
-    return args.out / "random" / "model" if system == "random" else args.out / run["pretraining"]["raw_text"]["model"]
+def encoder_dir(args, system: str, run: dict) -> Path:
+    """The encoder `system` fine-tunes: the scratch systems' one model, MiniLM
+    (base), or the tapt systems' model of the CoNLL text."""
+    if system == "random":
+        return args.out / "random" / "model"
+    if system == "base":
+        return Path(ner_conll.minilm_path())
+    pretraining = run["pretraining"]
+    return args.out / pretraining["raw_text" if "raw_text" in pretraining else "ner"]["model"]
 
 
 def join(args) -> dict:
@@ -626,15 +633,14 @@ def join(args) -> dict:
             summary[f"{key}_p"] = round(test.p_value, 4)
             print(f"{system} - {against} on {task}: {test.delta:+.4f} (95% CI {test.ci_low:+.4f} .. "
                   f"{test.ci_high:+.4f}), paired bootstrap p = {test.p_value:.4f} over seeds {seeds} pooled")
-    scratch = [system for system in SCRATCH if system in found]
-    if scratch:
+    if found:
         from spacy_mlm import read_textcat
 
         texts = [eg.text for eg in read_textcat(args.sst2_dev).examples[:200]]
         print("mean cosine between two pieces' vectors of one text (200 SST-2 dev sentences), "
-              "embeddings to top layer:")
-        for system in scratch:
-            model_dir = scratch_model_dir(args, system, next(iter(found[system].values())))
+              "embeddings to top layer (tapt systems: their CoNLL-text model):")
+        for system in found:
+            model_dir = encoder_dir(args, system, next(iter(found[system].values())))
             cosines = [round(value, 3) for value in layer_cosines(model_dir, texts)]
             summary[f"{system}_layer_cosines"] = cosines
             summary[f"{system}_top_layer_cosine"] = cosines[-1]
