@@ -311,9 +311,9 @@ def mlm_then_rtd(args) -> dict:
     mlm run's steps after it, and the mlm schedule's learning rate there."""
     compute = equal_compute_steps(args)
     mlm_run = args.out / "mlm" / "run"
-    saved = sorted(int(path.name.split("-")[1]) for path in (mlm_run / "checkpoints").glob("step-*")
-                   if (path / "model").is_dir()) if (mlm_run / "checkpoints").is_dir() else []
-    earlier = [step for step in saved if step < compute["mlm_steps"]]
+    checkpoints = (mlm_run / "checkpoints").glob("step-*")
+    saved = (int(path.name.split("-")[1]) for path in checkpoints if (path / "model").is_dir())
+    earlier = sorted(step for step in saved if step < compute["mlm_steps"])
     if not earlier:
         raise SystemExit(f"mlm_rtd starts from a checkpoint of the mlm run before its end; {mlm_run / 'checkpoints'} "
                          "has none (run --systems mlm first, on this machine, to its last step)")
