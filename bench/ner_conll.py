@@ -453,6 +453,8 @@ def main():
     model_path = args.model or minilm_path()
     torch.set_num_threads(args.threads)
     if args.context:
+        if args.precision != parser.get_default("precision"):
+            parser.error("--precision is for the four systems; --context trains at configs/ner.cfg's precision")
         if args.systems == parser.get_default("systems"):
             args.systems = "sentence,context"
         return run_context(args, model_path)
