@@ -7,6 +7,15 @@ dev-matched sample) with one encoder and one budget for three systems:
   spacy_trf  spacy-transformers `transformer` + spaCy `textcat` (TextCatReduce, mean);
              pairs joined into one text, since it has no segment ids
 
+Each system that has bf16 also trains (and predicts) in it with --precision
+fp32,bf16 (bench/precisions.py): ours as the encoder's precision = "bf16", Hugging
+Face with autocast as Trainer(bf16=True); spacy-transformers is fp32 only on a CPU.
+Without --precision each system runs at its own default: ours at what init-config
+writes on this machine (bf16 on a CPU with AVX512-BF16 or AMX), the peers fp32.
+Every run is named <system>_<precision> (ours_bf16, hf_fp32, ...): the JSON keys
+are `<task>_<run>`, `<task>_<run>_train_s`, `<task>_<run>_train_speedup` (the
+fastest fp32 peer's time over ours) and `..._train_speedup_vs_bf16_peer`.
+
 Same for all: training examples (a seeded subsample), batch size, epochs, peak
 learning rate, linear warmup (10% of the steps) then linear decay, weight decay
 0.01, gradient clipping 1.0, dropout 0.1. Prints accuracy and training time side
@@ -15,13 +24,14 @@ by side; the last line is one JSON object.
 At a few thousand training pairs one seed moves a system by several points, so
 `--seeds 0,1,2,3,4` trains every system once per seed (each seed draws its own
 training subsample and initialisation) and reports per system the mean and the
-standard deviation over seeds, and a paired bootstrap of ours against the best
-peer (the peer with the higher mean) on the predictions of all seeds pooled:
+standard deviation over seeds, and a paired bootstrap of our run against the
+peer's (each the run with the higher mean) on the predictions of all seeds pooled:
 `<task>_p_value` is two-sided, `<task>_delta` ours' minus the peer's accuracy.
 
     python bench/classify.py                          # full budget, seed 0
     python bench/classify.py --tasks nli --seeds 0,1,2,3,4 --train-size 2000 --epochs 2
     python bench/classify.py --quick                  # small budget
+    python bench/classify.py --precision fp32,bf16    # every system at both, where it has bf16
 """
 import argparse
 import json
@@ -43,11 +53,14 @@ from spacy.training import Example  # noqa: E402
 from thinc.api import Adam, registry  # noqa: E402
 
 import spacy_mlm  # noqa: E402
-from spacy_mlm import correctness_counts, paired_bootstrap, read_nli, read_textcat, select  # noqa: E402
+from spacy_mlm import (  # noqa: E402
+    correctness_counts, forward_precision, paired_bootstrap, read_nli, read_textcat, select,
+)
+from precisions import add_precision_option, precision_runs, split_run, train_speedups  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
-PEERS = ("hf", "spacy_trf")
+OURS = ("ours",)
 
 
 def default_model() -> str:
@@ -144,12 +157,13 @@ def nli_config_pooling() -> str:
     return config["components"]["nli"]["model"]["tok2vec"]["pooling"]
 
 
-def run_ours(train_rows, labels, args, seed):
+def run_ours(train_rows, labels, args, seed, precision="fp32"):
     """Our pipeline as a user gets it from the factories, with configs/nli.cfg's
-    pooling for pairs; the options below are there for ablations and are left at
-    those defaults unless given."""
+    pooling for pairs and the encoder at `precision`; the options below are there
+    for ablations and are left at those defaults unless given."""
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": args.max_length}})
+    encoder = {"path": args.model, "window": args.max_length, "precision": precision}
+    nlp.add_pipe("mlm_encoder", config={"model": encoder})
     head = {}
     pairs = bool(train_rows) and train_rows[0][1] is not None
     pooling = args.pooling or (nli_config_pooling() if pairs else None)
@@ -170,7 +184,9 @@ def run_ours(train_rows, labels, args, seed):
 
 
 # -- (b) Hugging Face ---------------------------------------------------------------
-def run_hf(train_rows, labels, args, seed):
+def run_hf(train_rows, labels, args, seed, precision="fp32"):
+    """precision "bf16": forward and loss under bf16 autocast, as Trainer(bf16=True)
+    runs them on a CPU (backward, optimizer and weights fp32)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -194,7 +210,8 @@ def run_hf(train_rows, labels, args, seed):
     start = time.time()
     for batch in batches(train_rows, args.batch_size, args.epochs, seed):
         inputs = encode(batch)
-        out = model(**inputs, labels=torch.tensor([index[r[2]] for r in batch]))
+        with forward_precision(torch.device("cpu"), precision):
+            out = model(**inputs, labels=torch.tensor([index[r[2]] for r in batch]))
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -207,7 +224,8 @@ def run_hf(train_rows, labels, args, seed):
         predicted = []
         with torch.inference_mode():
             for i in range(0, len(rows), 64):
-                logits = model(**encode(rows[i : i + 64])).logits
+                with forward_precision(torch.device("cpu"), precision):
+                    logits = model(**encode(rows[i : i + 64])).logits
                 predicted += [labels[j] for j in logits.argmax(-1).tolist()]
         return predicted
 
@@ -215,8 +233,12 @@ def run_hf(train_rows, labels, args, seed):
 
 
 # -- (c) spacy-transformers + textcat -------------------------------------------------
-def run_spacy_trf(train_rows, labels, args, seed):
+def run_spacy_trf(train_rows, labels, args, seed, precision="fp32"):
+    """fp32 only (bench/precisions.py: FP32_ONLY)."""
     import spacy_transformers  # noqa: F401
+
+    if precision != "fp32":
+        raise ValueError(f"spacy_trf trains in fp32 only on a CPU, not {precision}")
 
     nlp = spacy.blank("en")
     nlp.add_pipe("transformer", config={"model": {
@@ -255,72 +277,76 @@ def mean_and_sd(values):
     return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0
 
 
-def compare_with_best_peer(task, runs, gold, results, n_samples):
-    """Paired bootstrap of ours against the peer with the higher mean accuracy,
-    over the predictions of every seed pooled (same rows for both systems)."""
-    peers = [p for p in PEERS if p in runs]
-    if "ours" not in runs or not peers:
+def compare_with_best_peer(task, predictions, gold, results, n_samples):
+    """Paired bootstrap of our run against the peer's run, each the one with the
+    higher mean accuracy, over the predictions of every seed pooled (same rows
+    for both)."""
+    ours = [run for run in predictions if split_run(run)[0] in OURS]
+    peers = [run for run in predictions if split_run(run)[0] not in OURS]
+    if not ours or not peers:
         return
-    best = max(peers, key=lambda p: results[f"{task}_{p}"])
+    best_ours = max(ours, key=lambda run: results[f"{task}_{run}"])
+    best = max(peers, key=lambda run: results[f"{task}_{run}"])
     gold_all = [label for rows in gold for label in rows]
-    ours = correctness_counts(gold_all, [label for preds in runs["ours"] for label in preds])
-    peer = correctness_counts(gold_all, [label for preds in runs[best] for label in preds])
-    test = paired_bootstrap(ours, peer, n_samples=n_samples, seed=0)
+    ours_counts = correctness_counts(gold_all, [label for preds in predictions[best_ours] for label in preds])
+    peer = correctness_counts(gold_all, [label for preds in predictions[best] for label in preds])
+    test = paired_bootstrap(ours_counts, peer, n_samples=n_samples, seed=0)
+    results[f"{task}_compared"] = f"{best_ours} vs {best}"
     results[f"{task}_best_peer"] = best
     results[f"{task}_delta"] = round(test.delta, 4)
     results[f"{task}_delta_ci"] = [round(test.ci_low, 4), round(test.ci_high, 4)]
     results[f"{task}_p_value"] = round(test.p_value, 4)
-    print(f"ours - {best}: {test.delta:+.4f} (95% CI {test.ci_low:+.4f} .. {test.ci_high:+.4f}), "
+    print(f"{best_ours} - {best}: {test.delta:+.4f} (95% CI {test.ci_low:+.4f} .. {test.ci_high:+.4f}), "
           f"paired bootstrap p = {test.p_value:.4f} over {len(gold_all)} pooled predictions", flush=True)
 
 
 def run_task(task, args, seeds, results):
-    systems = args.systems.split(",")
-    accuracies = {system: [] for system in systems}
-    predictions = {system: [] for system in systems}
-    train_s = {system: [] for system in systems}
-    train_runs = {system: [] for system in systems}
+    runs = precision_runs(args.systems.split(","), args.precision, OURS)
+    names = [run for run, _, _ in runs]
+    accuracies = {run: [] for run in names}
+    predictions = {run: [] for run in names}
+    train_s = {run: [] for run in names}
+    train_runs = {run: [] for run in names}
     gold = []
     for seed in seeds:
         train_rows, test_rows, labels = load_task(task, args, seed)
         gold.append([r[2] for r in test_rows])
         print(f"\n{task} seed {seed}: train {len(train_rows)}, test {len(test_rows)}, labels {labels}", flush=True)
-        print(f"{'system':<10} {'accuracy':>9} {'train s':>9} {'eval s':>8}", flush=True)
-        seed_runs = {system: [] for system in systems}
+        print(f"{'run':<15} {'accuracy':>9} {'train s':>9} {'eval s':>8}", flush=True)
+        seed_runs = {run: [] for run in names}
         # repeats run the systems in turn, so that machine load falls on all alike
         for repeat in range(args.repeats):
-            for system in systems:
+            for run, system, precision in runs:
                 seed_everything(seed)
-                predict, seconds = SYSTEMS[system](train_rows, labels, args, seed)
+                predict, seconds = SYSTEMS[system](train_rows, labels, args, seed, precision)
                 start = time.time()
                 predicted = predict(test_rows)
                 eval_s = time.time() - start
                 acc = accuracy(predicted, gold[-1])
-                seed_runs[system].append(seconds)
+                seed_runs[run].append(seconds)
                 if not repeat:
-                    accuracies[system].append(acc)
-                    predictions[system].append(predicted)
-                print(f"{system:<10} {acc:>9.4f} {seconds:>9.1f} {eval_s:>8.1f}", flush=True)
-        for system in systems:
-            train_s[system].append(float(numpy.median(seed_runs[system])))
-            train_runs[system] += seed_runs[system]
+                    accuracies[run].append(acc)
+                    predictions[run].append(predicted)
+                print(f"{run:<15} {acc:>9.4f} {seconds:>9.1f} {eval_s:>8.1f}", flush=True)
+        for run in names:
+            train_s[run].append(float(numpy.median(seed_runs[run])))
+            train_runs[run] += seed_runs[run]
     joined = []
     for path in args.join:
-        joined += join_systems(path, task, seeds, gold, systems + joined, accuracies, predictions, train_s, train_runs)
-    systems = systems + joined
+        joined += join_systems(path, task, seeds, gold, names + joined, accuracies, predictions, train_s, train_runs)
+    names = names + joined
     print(f"\n{task} over seeds {','.join(map(str, seeds))}:", flush=True)
-    for system in systems:
-        mean, sd = mean_and_sd(accuracies[system])
-        results[f"{task}_{system}"] = round(mean, 4)
-        results[f"{task}_{system}_sd"] = round(sd, 4)
-        results[f"{task}_{system}_runs"] = [round(a, 4) for a in accuracies[system]]
-        results[f"{task}_{system}_train_s"] = round(float(numpy.mean(train_s[system])), 1)
-        print(f"{system:<10} accuracy {mean:.4f} ± {sd:.4f}  train s {results[f'{task}_{system}_train_s']:.1f}"
-              + (" (joined from an earlier run)" if system in joined else ""), flush=True)
-    peers = [results[f"{task}_{p}_train_s"] for p in PEERS if p in systems]
-    if "ours" in systems and peers:
-        results[f"{task}_ours_train_speedup"] = round(min(peers) / results[f"{task}_ours_train_s"], 3)
-    results[f"{task}_train_s_runs"] = {system: [round(t, 1) for t in runs] for system, runs in train_runs.items()}
+    for run in names:
+        mean, sd = mean_and_sd(accuracies[run])
+        results[f"{task}_{run}"] = round(mean, 4)
+        results[f"{task}_{run}_sd"] = round(sd, 4)
+        results[f"{task}_{run}_runs"] = [round(a, 4) for a in accuracies[run]]
+        results[f"{task}_{run}_train_s"] = round(float(numpy.mean(train_s[run])), 1)
+        print(f"{run:<15} accuracy {mean:.4f} ± {sd:.4f}  train s {results[f'{task}_{run}_train_s']:.1f}"
+              + (" (joined from an earlier run)" if run in joined else ""), flush=True)
+    speedups = train_speedups({run: results[f"{task}_{run}_train_s"] for run in names}, OURS)
+    results.update({f"{task}_{key}": value for key, value in speedups.items()})
+    results[f"{task}_train_s_runs"] = {run: [round(t, 1) for t in times] for run, times in train_runs.items()}
     compare_with_best_peer(task, predictions, gold, results, args.bootstrap_samples)
     return {"seeds": list(seeds), "gold": gold, "predictions": predictions, "train_s": train_s}
 
@@ -379,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ours: encode pairs without segment ids (ablation)")
     parser.add_argument("--tasks", default="sst2,nli")
     parser.add_argument("--systems", default="ours,hf,spacy_trf")
+    add_precision_option(parser)
     parser.add_argument("--seed", type=int, default=0, help="one seed (see --seeds)")
     parser.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2,3,4 (overrides --seed)")
     parser.add_argument("--bootstrap-samples", type=int, default=10000)

@@ -7,6 +7,13 @@
   (c) spacy-transformers `transformer` + spaCy's transition-based `ner` listening to it
       (the layout of spaCy's trf configs).
 
+Each system that has bf16 also trains (and predicts) in it with --precision
+fp32,bf16 (bench/precisions.py): ours as the encoder's precision = "bf16", Hugging
+Face with autocast as Trainer(bf16=True); spacy-transformers is fp32 only on a CPU.
+Without --precision each system runs at its own default: ours at what init-config
+writes on this machine (bf16 on a CPU with AVX512-BF16 or AMX), the peers fp32.
+Every run is named <system>_<precision> (ours_bf16, hf_fp32, ...) in the output.
+
 Same budget for all: the same training sentences (a fixed, seeded subsample of
 CoNLL train, one sentence per example), the same shuffled batch order, batch size,
 epochs, peak learning rate, warmup fraction and linear decay, weight decay and
@@ -16,6 +23,7 @@ whole dev set. The paired bootstrap resamples dev sentences.
 
     python bench/ner_conll.py            # ~35 min on a 2-core CPU
     python bench/ner_conll.py --quick    # a couple of minutes
+    python bench/ner_conll.py --precision fp32,bf16   # every system at both, where it has bf16
     python bench/ner_conll.py --context --quick   # document context (issue 18): CRF on
                                                   # sentences alone vs sentences in context
     python bench/ner_conll.py --context --systems context --predictions DIR   # one system now,
@@ -33,11 +41,13 @@ import numpy
 import torch
 
 from spacy_mlm import (
-    conll_documents_to_docs, doc_entities, make_tag_labels, paired_bootstrap, per_doc_counts, read_conll,
-    score_entities, spans_to_tags, tags_to_spans,
+    conll_documents_to_docs, doc_entities, forward_precision, make_tag_labels, paired_bootstrap, per_doc_counts,
+    read_conll, score_entities, spans_to_tags, tags_to_spans,
 )
+from precisions import add_precision_option, precision_runs, train_speedups
 
 ROOT = Path(__file__).resolve().parent.parent
+OURS = ("ours", "ours_crf")
 
 
 def minilm_path() -> str:
@@ -112,11 +122,14 @@ def predict_spacy(nlp, dev_docs, with_sents=False):
     return out, time.perf_counter() - start
 
 
-def build_ours(model_path, crf, context="none", context_pieces=64):
+def build_ours(model_path, crf, context="none", context_pieces=64, precision=None):
+    """configs/ner.cfg on `model_path`; `precision`: the encoder's (None: the config's)."""
     from spacy.util import load_config, load_model_from_config
 
     overrides = {"paths.encoder": model_path, "components.ner.model.crf": crf, "components.encoder.context": context,
                  "components.encoder.context_pieces": context_pieces}
+    if precision is not None:
+        overrides["components.encoder.model.precision"] = precision
     config = load_config(ROOT / "configs" / "ner.cfg", overrides=overrides, interpolate=True)
     return load_model_from_config(config, auto_fill=True, validate=True)
 
@@ -177,7 +190,9 @@ def hf_encode(tokenizer, words_batch, tags_batch, label_index):
     return enc, labels
 
 
-def run_hf(model_path, train_docs, dev_docs, order, args, labels):
+def run_hf(model_path, train_docs, dev_docs, order, args, labels, precision="fp32"):
+    """The run_ner recipe; precision "bf16": forward and loss under bf16 autocast, as
+    Trainer(bf16=True) runs them on a CPU (backward, optimizer and weights fp32)."""
     from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -197,7 +212,8 @@ def run_hf(model_path, train_docs, dev_docs, order, args, labels):
     running = 0.0
     for step, idx in enumerate(order):
         enc, y = hf_encode(tokenizer, [words[i] for i in idx], [tags[i] for i in idx], index)
-        loss = model(**enc, labels=y).loss
+        with forward_precision(torch.device("cpu"), precision):
+            loss = model(**enc, labels=y).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -216,7 +232,8 @@ def run_hf(model_path, train_docs, dev_docs, order, args, labels):
         for i in range(0, len(dev_words), 64):
             chunk = dev_words[i : i + 64]
             enc, _ = hf_encode(tokenizer, chunk, None, index)
-            best = model(**enc).logits.argmax(-1).tolist()
+            with forward_precision(torch.device("cpu"), precision):
+                best = model(**enc).logits.argmax(-1).tolist()
             for row, ws in enumerate(chunk):
                 word_tags = ["O"] * len(ws)
                 previous = None
@@ -226,14 +243,6 @@ def run_hf(model_path, train_docs, dev_docs, order, args, labels):
                     previous = word
                 preds.append(tags_to_spans(word_tags))
     return preds, train_s, time.perf_counter() - start
-
-
-def speedup(results, name):
-    """The fastest peer's training time over ours (median over repeats), or None."""
-    peers = [results[p]["train_s"] for p in ("hf", "spacy_trf") if p in results]
-    if name not in results or not peers:
-        return None
-    return min(peers) / results[name]["train_s"]
 
 
 # -- document context (issue 18): mlm_ner + CRF on sentences alone vs in their document ----
@@ -418,6 +427,7 @@ def main():
     parser.add_argument("--n-samples", type=int, default=1000, help="bootstrap samples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--systems", default="ours,ours_crf,hf,spacy_trf")
+    add_precision_option(parser)
     parser.add_argument(
         "--repeats", type=int, default=1, help="train every system this many times, in turn; train_s is the median"
     )
@@ -443,6 +453,8 @@ def main():
     model_path = args.model or minilm_path()
     torch.set_num_threads(args.threads)
     if args.context:
+        if args.precision != parser.get_default("precision"):
+            parser.error("--precision is for the four systems; --context trains at configs/ner.cfg's precision")
         if args.systems == parser.get_default("systems"):
             args.systems = "sentence,context"
         return run_context(args, model_path)
@@ -464,28 +476,33 @@ def main():
         f"dev: {len(dev_docs)} sentences / {n_dev_words} words; torch threads {torch.get_num_threads()}",
         flush=True,
     )
+    runs = precision_runs(systems, args.precision, OURS)
     results = {}
-    train_runs = {name: [] for name in systems}
+    train_runs = {run: [] for run, _, _ in runs}
     # repeats run the systems in turn (ours, peers, ours, peers, ...), so that a
     # change in machine load between runs falls on every system alike
     for repeat in range(args.repeats):
-        for name in systems:
-            print(f"== {name}" + (f" (repeat {repeat + 1}/{args.repeats})" if args.repeats > 1 else ""), flush=True)
+        for run, name, precision in runs:
+            print(f"== {run}" + (f" (repeat {repeat + 1}/{args.repeats})" if args.repeats > 1 else ""), flush=True)
             fix_random_seed(args.seed)
             if name in ("ours", "ours_crf", "spacy_trf"):
-                nlp = build_spacy_trf(model_path) if name == "spacy_trf" else build_ours(model_path, name == "ours_crf")
+                if name == "spacy_trf":
+                    nlp = build_spacy_trf(model_path)
+                else:
+                    nlp = build_ours(model_path, name == "ours_crf", precision=precision)
                 train_s = train_spacy(nlp, gold_examples(nlp, train_docs), order, args)
                 preds, infer_s = predict_spacy(nlp, dev_docs)
             elif name == "hf":
-                preds, train_s, infer_s = run_hf(model_path, train_docs, dev_docs, order, args, make_tag_labels(types, "BIO"))
+                preds, train_s, infer_s = run_hf(model_path, train_docs, dev_docs, order, args,
+                                                 make_tag_labels(types, "BIO"), precision)
             else:
                 raise SystemExit(f"unknown system {name!r}")
-            train_runs[name].append(train_s)
-            print(f"   {name}: train {train_s:.0f}s", flush=True)
+            train_runs[run].append(train_s)
+            print(f"   {run}: train {train_s:.0f}s", flush=True)
             if repeat:
                 continue
             scores = score_entities(gold, preds)
-            results[name] = {
+            results[run] = {
                 "f1": scores["ents_f"],
                 "p": scores["ents_p"],
                 "r": scores["ents_r"],
@@ -493,41 +510,31 @@ def main():
                 "counts": per_doc_counts(gold, preds),
                 "per_type": {k: round(v["f"], 4) for k, v in scores["ents_per_type"].items()},
             }
-            r = results[name]
+            r = results[run]
             print(
-                f"   {name}: dev P {100 * r['p']:.2f} R {100 * r['r']:.2f} F1 {100 * r['f1']:.2f} | "
+                f"   {run}: dev P {100 * r['p']:.2f} R {100 * r['r']:.2f} F1 {100 * r['f1']:.2f} | "
                 f"inference {r['wps']:.0f} words/s | per type {r['per_type']}",
                 flush=True,
             )
-    for name in systems:
-        results[name]["train_s"] = float(numpy.median(train_runs[name]))
-        results[name]["train_s_runs"] = [round(t, 1) for t in train_runs[name]]
+    for run, r in results.items():
+        r["train_s"] = float(numpy.median(train_runs[run]))
+        r["train_s_runs"] = [round(t, 1) for t in train_runs[run]]
 
-    print(f"\n{'system':<10} {'dev F1':>7} {'train s':>8} {'words/s':>8}")
-    for name, r in results.items():
-        print(f"{name:<10} {100 * r['f1']:7.2f} {r['train_s']:8.0f} {r['wps']:8.0f}")
-    summary = {
-        "ours_f1": results.get("ours", {}).get("f1"),
-        "ours_crf_f1": results.get("ours_crf", {}).get("f1"),
-        "hf_f1": results.get("hf", {}).get("f1"),
-        "spacy_trf_f1": results.get("spacy_trf", {}).get("f1"),
-        "ours_wps": results.get("ours", {}).get("wps"),
-        "ours_crf_wps": results.get("ours_crf", {}).get("wps"),
-        "hf_wps": results.get("hf", {}).get("wps"),
-        "spacy_trf_wps": results.get("spacy_trf", {}).get("wps"),
-        "ours_train_s": results.get("ours", {}).get("train_s"),
-        "ours_crf_train_s": results.get("ours_crf", {}).get("train_s"),
-        "hf_train_s": results.get("hf", {}).get("train_s"),
-        "spacy_trf_train_s": results.get("spacy_trf", {}).get("train_s"),
-        "ours_train_speedup": speedup(results, "ours"),
-        "ours_crf_train_speedup": speedup(results, "ours_crf"),
-        "train_s_runs": {name: r["train_s_runs"] for name, r in results.items()},
-        "n_train": len(train_docs),
-        "n_dev": len(dev_docs),
-        "p_value": None,
-    }
-    ours = [n for n in ("ours", "ours_crf") if n in results]
-    peers = [n for n in ("hf", "spacy_trf") if n in results]
+    print(f"\n{'run':<15} {'dev F1':>7} {'train s':>8} {'words/s':>8}")
+    for run, r in results.items():
+        print(f"{run:<15} {100 * r['f1']:7.2f} {r['train_s']:8.0f} {r['wps']:8.0f}")
+    summary = {}
+    for key in ("f1", "wps", "train_s"):
+        summary.update({f"{run}_{key}": r[key] for run, r in results.items()})
+    summary.update(train_speedups({run: r["train_s"] for run, r in results.items()}, OURS))
+    summary.update(
+        train_s_runs={run: r["train_s_runs"] for run, r in results.items()},
+        n_train=len(train_docs),
+        n_dev=len(dev_docs),
+        p_value=None,
+    )
+    ours = [run for run, name, _ in runs if name in OURS]
+    peers = [run for run, name, _ in runs if name not in OURS]
     if ours and peers:
         best_ours = max(ours, key=lambda n: results[n]["f1"])
         best_peer = max(peers, key=lambda n: results[n]["f1"])

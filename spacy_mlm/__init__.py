@@ -66,6 +66,9 @@ from .pretraining.tokenizer import train_tokenizer  # noqa: E402
 # A tiny BERT directory for tests and quick runs
 from .testing import make_tiny_bert  # noqa: E402
 
+# The fine-tuning precision init-config writes for this machine (bf16 where it is native)
+from .training.precision import precision_setting  # noqa: E402
+
 __all__ = [
     "__version__",
     "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "make_pair_doc",
@@ -81,4 +84,5 @@ __all__ = [
     "pack_documents",
     "train_tokenizer",
     "make_tiny_bert",
+    "precision_setting",
 ]

@@ -37,15 +37,23 @@ def init_config_cli(
         "from where spacy train runs)"),
     crf: bool = typer.Option(False, "--crf", help="NER: score tag sequences with a linear-chain CRF"),
     gpu: bool = typer.Option(False, "--gpu", help="to train on a GPU: memory from PyTorch's allocator"),
+    precision: str = typer.Option(
+        "auto", "--precision", help="fp32 | bf16 | auto: bf16 where this machine's CPU (or GPU, with --gpu) "
+        "multiplies bfloat16 natively, else fp32; the reason is written into the config"),
 ):
     """Write a complete, commented spaCy config for TASK on ENCODER: an
     mlm_encoder and the task's component, corpora that read the task's usual
     files, optimizer, schedule and budgets (as configs/ has them). Train it
     with `python -m spacy train OUTPUT --paths.train ... --paths.dev ...`."""
     from ..training.config_templates import render_pipeline_config
+    from ..training.precision import precision_setting
 
     check_encoder_dir(encoder)
-    write_config(output, render_pipeline_config(task, encoder, crf=crf, gpu=gpu, output=output))
+    text = render_pipeline_config(task, encoder, crf=crf, gpu=gpu, precision=precision, output=output)
+    warning = precision_setting(precision, gpu).warning
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
+    write_config(output, text)
 
 
 @app.command("init-pretrain-config", short_help="Write a complete masked-LM pretraining config.")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from ..errors import SpacyMlmError
+from .precision import AUTO, precision_setting
 
 TEMPLATES = Path(__file__).parent / "templates"
 # The packaged MiniLM inside the repository's .venv, as the shipped configs name it
@@ -49,29 +50,33 @@ TASKS: Dict[str, TaskSettings] = {
     "senses": TaskSettings("senses", 1360, 340, 16, 0, 0.03),
 }
 
-# configs/<name>: the init-config arguments that write it.
+# configs/<name>: the init-config arguments that write it. fp32, which runs well
+# everywhere: a shipped file cannot know the machine (init-config's default can).
 SHIPPED = {
-    "ner.cfg": {"task": "ner"},
-    "textcat.cfg": {"task": "textcat"},
-    "nli.cfg": {"task": "nli"},
-    "vectors.cfg": {"task": "vectors"},
-    "senses.cfg": {"task": "senses"},
+    "ner.cfg": {"task": "ner", "precision": "fp32"},
+    "textcat.cfg": {"task": "textcat", "precision": "fp32"},
+    "nli.cfg": {"task": "nli", "precision": "fp32"},
+    "vectors.cfg": {"task": "vectors", "precision": "fp32"},
+    "senses.cfg": {"task": "senses", "precision": "fp32"},
 }
 SHIPPED_PRETRAINING = "pretraining/pretrain.cfg"
 
 
-def init_config_command(output: str, task: str, encoder: str, crf: bool = False, gpu: bool = False) -> str:
+def init_config_command(output: str, task: str, encoder: str, crf: bool = False, gpu: bool = False,
+                        precision: str = AUTO) -> str:
     """The command line that writes this config (quoted into its header)."""
     parts = ["python -m spacy_mlm init-config", output, "--task", task, "--encoder", encoder]
-    parts += ["--crf"] * crf + ["--gpu"] * gpu
+    parts += ["--crf"] * crf + ["--gpu"] * gpu + ["--precision", precision] * (precision != AUTO)
     return " ".join(parts)
 
 
 def render_pipeline_config(task: str, encoder: str, *, crf: bool = False, gpu: bool = False,
-                           output: str = "config.cfg") -> str:
+                           precision: str = AUTO, output: str = "config.cfg") -> str:
     """The complete, commented config for `task` on the encoder directory
     `encoder` (written as given). `crf`: NER with a CRF; `gpu`: memory from
-    PyTorch's allocator. `output` only shows in the usage lines of the header."""
+    PyTorch's allocator; `precision`: fp32, bf16, or auto (bf16 where this
+    machine multiplies bfloat16 natively, see `training/precision.py`), the
+    reason written next to it. `output` only shows in the usage lines of the header."""
     import jinja2
 
     if task not in TASKS:
@@ -83,9 +88,11 @@ def render_pipeline_config(task: str, encoder: str, *, crf: bool = False, gpu: b
     env.filters["tojson"] = json.dumps
     env.filters["decimal"] = lambda x: f"{x:.12f}".rstrip("0")  # 0.00005, not 5e-05
     settings = TASKS[task]
+    choice = precision_setting(precision, gpu)
     return env.get_template("pipeline.cfg.jinja").render(
         task=task, encoder=encoder, crf=crf, gpu=gpu, output=output, shipped_encoder=SHIPPED_ENCODER,
-        command=init_config_command(output, task, encoder, crf, gpu),
+        command=init_config_command(output, task, encoder, crf, gpu, precision),
+        precision=choice.precision, precision_reason=choice.reason,
         **vars(settings),
     )
 
