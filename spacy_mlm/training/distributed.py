@@ -104,8 +104,8 @@ def step_sum(count: torch.Tensor) -> torch.Tensor:
 
 def sum_gradients(module: torch.nn.Module) -> None:
     """Sum the gradients of `module`'s trainable parameters over the processes
-    of an active data-parallel run, in one all-reduce of their concatenation.
-    A parameter without a gradient counts as zero where others have one; it
+    of an active data-parallel run, in one all-reduce of their concatenation
+    (the summed gradients are views of it). A parameter without a gradient counts as zero where others have one; it
     keeps none only if no process has one (a step skips such parameters)."""
     if _active is None:
         return
@@ -120,7 +120,7 @@ def sum_gradients(module: torch.nn.Module) -> None:
     offset = 0
     for param, present in zip(params, flat[-len(params):].tolist()):
         size = param.numel()
-        param.grad = flat[offset : offset + size].view_as(param).clone() if present else None
+        param.grad = flat[offset : offset + size].view_as(param) if present else None
         offset += size
 
 
