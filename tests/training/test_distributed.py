@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import spacy
 import torch
@@ -173,3 +172,25 @@ def test_a_killed_process_ends_the_run_with_an_error(still_model_dir, tmp_path):
     # model-best and model-last from the evaluation at step 2... or none: never a half-written directory
     for saved in (tmp_path / "out").glob("model-*"):
         spacy.load(saved)
+
+
+def test_each_process_draws_its_own_noise_and_every_process_the_same_shuffles():
+    import random
+
+    from spacy_mlm.training.distributed import _Randomness
+
+    states = []
+    for rank in (0, 1):
+        random.seed(7)  # what spaCy's fix_random_seed leaves in every process
+        randomness = _Randomness(7, ProcessGroup(rank, 2, rank))
+        noise = (torch.initial_seed(), random.random())
+        with randomness.shuffling():
+            shuffle = random.random()
+        random.random()  # drawn by training between two epochs' shuffles
+        with randomness.shuffling():
+            shuffle = (shuffle, random.random())
+        states.append((noise, shuffle))
+    (noise0, shuffles0), (noise1, shuffles1) = states
+    assert noise0[0] == 7 and noise1[0] == 8 and noise0[1] != noise1[1]
+    random.seed(7)
+    assert shuffles0 == shuffles1 == (random.random(), random.random())
