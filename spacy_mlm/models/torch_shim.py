@@ -5,9 +5,7 @@ Two things differ from thinc's `PyTorchShim`:
 
 * `finish_update` steps the module with a torch optimizer that follows the
   config's thinc optimizer (`training.optimizer.TorchStepper`), on the
-  module's device, instead of calling thinc's numpy Adam once per parameter,
-  after summing the gradients over the processes of a data-parallel run
-  (`training.distributed`);
+  module's device, instead of calling thinc's numpy Adam once per parameter;
 * a head's module can be built late: its sizes (the encoder's width, the
   number of labels) are known only at `initialize`, so the shim starts empty
   and `build(**settings)` makes the module then. `to_bytes` stores the
@@ -23,7 +21,6 @@ from safetensors.torch import save as save_tensors
 from thinc.api import Optimizer, PyTorchShim, get_torch_default_device
 
 from ..errors import ModelLoadError, NotInitializedError
-from ..training.distributed import sum_gradients
 from ..training.optimizer import TorchStepper
 
 
@@ -52,7 +49,6 @@ class TorchShim(PyTorchShim):
 
     def finish_update(self, optimizer: Optimizer) -> None:
         if self._model is not None:
-            sum_gradients(self._model)
             self._stepper.step(self._model, optimizer)
 
     def to_bytes(self) -> bytes:

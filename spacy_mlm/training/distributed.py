@@ -2,9 +2,9 @@
 `torchrun` launch, updating the weights as one process would.
 
 spaCy has no data-parallel training of its own, but every weight our
-components train is a torch module stepped by `TorchShim.finish_update`, which
-is the one place where gradients can be summed across processes. So each
-process runs `spacy.training.loop.train` unchanged (config, batcher, logger,
+components train is in a torch module that `TorchShim.finish_update` steps
+with torch's optimizer, after `nlp.update` has left its gradient there: between
+the two, the gradients can be summed across processes. So each process runs `spacy.training.loop.train` unchanged (config, batcher, logger,
 scores, `model-best`/`model-last`), and this module changes four things while a
 run is active (`data_parallel_training`):
 
@@ -17,9 +17,11 @@ run is active (`data_parallel_training`):
 * the losses: a component's loss is a mean over its batch (annotated tokens,
   rows, known cells); `step_sum` makes the denominator the count over the whole
   global batch, so each process's gradient is its part of the one-process
-  gradient, and their sum (`sum_gradients`, one flat all-reduce per torch
-  module before its optimizer step) is the one-process gradient itself. The
-  learning-rate schedule advances once per step in every process, as in one;
+  gradient, and their sum (`sum_gradients`: one all-reduce of every trained
+  torch weight's gradient, after `nlp.update` and before any optimizer step,
+  so a failing collective never leaves one module stepped and another not) is
+  the one-process gradient itself. The learning-rate schedule advances once
+  per step in every process, as in one;
 * evaluation: the first process evaluates and sends the scores to the others,
   which wait for them, so patience and best checkpoints are decided alike
   everywhere; only the first process logs and saves;
@@ -39,7 +41,7 @@ import os
 import random
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -102,14 +104,13 @@ def step_sum(count: torch.Tensor) -> torch.Tensor:
     return total
 
 
-def sum_gradients(module: torch.nn.Module) -> None:
-    """Sum the gradients of `module`'s trainable parameters over the processes
-    of an active data-parallel run, in one all-reduce of their concatenation
-    (the summed gradients are views of it). A parameter without a gradient counts as zero where others have one; it
-    keeps none only if no process has one (a step skips such parameters)."""
-    if _active is None:
-        return
-    params = [p for p in module.parameters() if p.requires_grad]
+def sum_gradients(modules: Sequence[torch.nn.Module]) -> None:
+    """Sum the gradients of the modules' trainable parameters over the
+    processes, in one all-reduce of their concatenation (the summed gradients
+    are views of it). A parameter without a gradient counts as zero where
+    others have one; it keeps none only if no process has one (a step skips
+    such parameters, as it would in one process)."""
+    params = [p for module in modules for p in module.parameters() if p.requires_grad]
     if not params:
         return
     like = params[0]
@@ -144,10 +145,12 @@ def check_same_weights(nlp: Language) -> None:
                                 "after a step: a component trained weights outside its torch modules")
 
 
-def torch_modules(nlp: Language) -> List[torch.nn.Module]:
-    """The built torch modules of the pipeline's components, in pipeline order."""
+def torch_modules(nlp: Language, exclude: Iterable[str] = ()) -> List[torch.nn.Module]:
+    """The built torch modules of the pipeline's components (but `exclude`), in pipeline order."""
     modules = []
-    for _, proc in nlp.pipeline:
+    for name, proc in nlp.pipeline:
+        if name in exclude:
+            continue
         model = getattr(proc, "model", None)
         if isinstance(model, Model):
             for node in model.walk():
@@ -252,6 +255,17 @@ def _summed_losses(losses: Dict[str, float]) -> Dict[str, float]:
     return dict(zip(names, totals.tolist()))
 
 
+def _then_sum_gradients(update: Callable, modules: Sequence[torch.nn.Module]) -> Callable:
+    """`nlp.update` (called with sgd=False: the loop steps afterwards), then the gradients summed."""
+
+    def update_then_sum(*args, **kwargs):
+        losses = update(*args, **kwargs)
+        sum_gradients(modules)
+        return losses
+
+    return update_then_sum
+
+
 def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional[int]) -> Callable:
     """`train_while_improving` on this process's shares, with the first
     process's evaluations, and the step's losses and words counted over all."""
@@ -260,12 +274,17 @@ def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional
         randomness = _Randomness(seed, group)
         words = [0]
         shares = _shares(iter(train_data), group, randomness, words)
-        for batch, info, is_best in original(nlp, optimizer, shares, _evaluate_on_main(evaluate, group, nlp),
-                                             **settings):
-            info["words"] = words[0]
-            if is_best is not None:
-                info["losses"] = _summed_losses(info["losses"])
-            yield batch, info, is_best
+        trained = torch_modules(nlp, exclude=settings["exclude"])
+        nlp.update = _then_sum_gradients(nlp.update, trained)
+        try:
+            for batch, info, is_best in original(nlp, optimizer, shares, _evaluate_on_main(evaluate, group, nlp),
+                                                 **settings):
+                info["words"] = words[0]
+                if is_best is not None:
+                    info["losses"] = _summed_losses(info["losses"])
+                yield batch, info, is_best
+        finally:
+            del nlp.update  # Language.update again
 
     return steps
 
