@@ -106,23 +106,25 @@ def step_sum(count: torch.Tensor) -> torch.Tensor:
 
 def sum_gradients(modules: Sequence[torch.nn.Module]) -> None:
     """Sum the gradients of the modules' trainable parameters over the
-    processes, in one all-reduce of their concatenation (the summed gradients
-    are views of it). A parameter without a gradient counts as zero where
-    others have one; it keeps none only if no process has one (a step skips
-    such parameters, as it would in one process)."""
-    params = [p for module in modules for p in module.parameters() if p.requires_grad]
-    if not params:
-        return
-    like = params[0]
-    parts = [p.grad.reshape(-1) if p.grad is not None else like.new_zeros(p.numel()) for p in params]
-    parts.append(torch.tensor([float(p.grad is not None) for p in params], dtype=like.dtype, device=like.device))
-    flat = torch.cat(parts)
-    torch.distributed.all_reduce(flat)
-    offset = 0
-    for param, present in zip(params, flat[-len(params):].tolist()):
-        size = param.numel()
-        param.grad = flat[offset : offset + size].view_as(param) if present else None
-        offset += size
+    processes, in one all-reduce of their concatenation per dtype and device
+    (the summed gradients are views of it). A parameter without a gradient
+    counts as zero where others have one; it keeps none only if no process has
+    one (a step skips such parameters, as it would in one process)."""
+    buckets: Dict[Tuple[torch.dtype, torch.device], List[torch.nn.Parameter]] = {}
+    for module in modules:
+        for param in module.parameters():
+            if param.requires_grad:
+                buckets.setdefault((param.dtype, param.device), []).append(param)
+    for (dtype, device), params in buckets.items():
+        parts = [p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in params]
+        parts.append(torch.tensor([float(p.grad is not None) for p in params], dtype=dtype, device=device))
+        flat = torch.cat(parts)
+        torch.distributed.all_reduce(flat)
+        offset = 0
+        for param, present in zip(params, flat[-len(params):].tolist()):
+            size = param.numel()
+            param.grad = flat[offset : offset + size].view_as(param) if present else None
+            offset += size
 
 
 def broadcast_weights(nlp: Language) -> None:
