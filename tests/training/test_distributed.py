@@ -194,3 +194,29 @@ def test_each_process_draws_its_own_noise_and_every_process_the_same_shuffles():
     assert noise0[0] == 7 and noise1[0] == 8 and noise0[1] != noise1[1]
     random.seed(7)
     assert shuffles0 == shuffles1 == (random.random(), random.random())
+
+
+def test_the_command_refuses_spacys_textcat_on_our_encoder(still_model_dir, tmp_path, monkeypatch):
+    """Through `train_data_parallel` (here a process group of one): the error names the component."""
+    from spacy_mlm.cli.train import train_data_parallel
+
+    config = ner_textcat_config(still_model_dir, tmp_path)
+    config["components"]["textcat"] = {
+        "factory": "textcat",
+        "model": {"@architectures": "spacy.TextCatReduce.v1", "exclusive_classes": True, "use_reduce_first": False,
+                  "use_reduce_last": False, "use_reduce_max": False, "use_reduce_mean": True, "nO": None,
+                  "tok2vec": {"@architectures": "spacy_mlm.EncoderListener.v1", "width": None, "pooling": "first",
+                              "upstream": "encoder"}},
+    }
+    config.to_disk(tmp_path / "c.cfg")
+    import socket
+
+    with socket.socket() as probe:  # a free port for the group's store
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(DataParallelError, match=r"component 'textcat' \(factory 'textcat'\) trains weights"):
+        train_data_parallel(tmp_path / "c.cfg", tmp_path / "out", -1, {}, ProcessGroup(0, 1, 0), 60)
+    assert not torch.distributed.is_initialized()
+    assert not (tmp_path / "out").exists()
