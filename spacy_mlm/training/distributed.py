@@ -196,9 +196,10 @@ def rank_share(batch: List[Any], group: ProcessGroup) -> Optional[List[Any]]:
 
 
 class _Randomness:
-    """Python's random state for spaCy's shuffles, kept apart: what would
-    shuffle one process's epochs shuffles every process's alike, whatever
-    else draws numbers meanwhile. Everything else draws from `seed + rank`."""
+    """Python's random state for spaCy's shuffles (and augmenters), kept
+    apart: what would shuffle one process's epochs shuffles every process's
+    alike, whatever else draws numbers meanwhile. Everything else draws from
+    `seed + rank` (seed null: 0)."""
 
     def __init__(self, seed: Optional[int], group: ProcessGroup):
         self.shuffles = random.getstate()
@@ -273,6 +274,10 @@ def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional
     process's evaluations, and the step's losses and words counted over all."""
 
     def steps(nlp, optimizer, train_data, evaluate, **settings):
+        # the first process's state for the shuffles: with [training] seed = null spaCy seeds nothing
+        state = [random.getstate()]
+        torch.distributed.broadcast_object_list(state, src=0)
+        random.setstate(state[0])
         randomness = _Randomness(seed, group)
         words = [0]
         shares = _shares(iter(train_data), group, randomness, words)
