@@ -52,6 +52,8 @@ def train_cli(
 def train_data_parallel(config_path: Path, output_path: Optional[Path], gpu_id: int, overrides: dict, group,
                         timeout: float) -> None:
     """`spacy.cli.train.train` on this process of a torchrun launch."""
+    import contextlib
+
     import torch
     from spacy import util
     from spacy.cli._util import setup_gpu, show_validation_error
@@ -71,6 +73,7 @@ def train_data_parallel(config_path: Path, output_path: Optional[Path], gpu_id: 
         with show_validation_error(config_path, hint_fill=False):
             nlp = init_nlp(config, use_gpu=use_gpu)
         training = nlp.config.interpolate()["training"]
+        outputs = contextlib.ExitStack()
         check_synchronisable(nlp, training["frozen_components"], training["accumulate_gradient"])
         broadcast_weights(nlp)
         if group.main:
@@ -81,9 +84,9 @@ def train_data_parallel(config_path: Path, output_path: Optional[Path], gpu_id: 
             stdout, stderr = sys.stdout, sys.stderr
         else:  # only the first process logs and saves
             nlp.config["training"]["logger"] = {"@loggers": "spacy.ConsoleLogger.v1", "progress_bar": False}
-            stdout = stderr = open(os.devnull, "w")
+            stdout = stderr = outputs.enter_context(open(os.devnull, "w"))
             output_path = None
-        with data_parallel_training(group, training["seed"]):
+        with outputs, data_parallel_training(group, training["seed"]):
             train_nlp(nlp, output_path, use_gpu=use_gpu, stdout=stdout, stderr=stderr)
         torch.distributed.barrier()
     finally:
