@@ -2,7 +2,9 @@
 (or, for regression, of the predicted values).
 
 Each returns the mean loss as a scalar tensor; its gradient comes from
-autograd on the logits' device. Working on logits (log_softmax,
+autograd on the logits' device. The mean is over the whole step's batch: in
+a data-parallel run its denominator is summed over the processes
+(`training.distributed.step_sum`). Working on logits (log_softmax,
 binary_cross_entropy_with_logits) rather than on probabilities keeps them
 numerically safe, and unlike spaCy's textcat (a squared error on the
 probabilities) the gradient does not vanish when a sigmoid saturates.
@@ -12,6 +14,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy
 import torch
 
+from ..training.distributed import step_sum
+
 
 def softmax_cross_entropy(logits: torch.Tensor, truths: torch.Tensor, class_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Mean cross-entropy over rows, for exclusive classes.
@@ -20,11 +24,9 @@ def softmax_cross_entropy(logits: torch.Tensor, truths: torch.Tensor, class_weig
     class_weights: optional (n_classes,); as in torch's CrossEntropyLoss, a row
     is weighted by its gold class's weight and the mean divides by the total
     weight, so rare classes count more without changing the loss scale."""
-    if logits.shape[0] == 0:
-        return logits.sum() * 0.0
     row_weight = truths.sum(dim=1) if class_weights is None else (truths * class_weights[None, :]).sum(dim=1)
     nll = -(torch.log_softmax(logits, dim=-1) * truths).sum(dim=1)
-    return (row_weight * nll).sum() / row_weight.sum().clamp(min=1e-12)
+    return (row_weight * nll).sum() / step_sum(row_weight.sum()).clamp(min=1e-12)
 
 
 def sigmoid_binary_cross_entropy(
@@ -44,7 +46,7 @@ def sigmoid_binary_cross_entropy(
     cells = torch.nn.functional.binary_cross_entropy_with_logits(
         logits, truths, pos_weight=class_weights, reduction="none"
     )
-    return (cells * known).sum() / known.sum().clamp(min=1.0)
+    return (cells * known).sum() / step_sum(known.sum()).clamp(min=1.0)
 
 
 def class_weight_vector(labels: Sequence[str], weights: Optional[Mapping[str, float]]) -> Optional[numpy.ndarray]:
@@ -93,7 +95,7 @@ def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor, known: 
     known: (n, n_targets) 1 where the gold value is given, 0 where it is missing."""
     if known is None:
         known = torch.ones_like(targets)
-    return (((predictions - targets) ** 2) * known).sum() / known.sum().clamp(min=1.0)
+    return (((predictions - targets) ** 2) * known).sum() / step_sum(known.sum()).clamp(min=1.0)
 
 
 def target_standardization(columns: Sequence[Sequence[float]]) -> Tuple[List[float], List[float]]:

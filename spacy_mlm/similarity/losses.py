@@ -18,6 +18,7 @@ cross-entropy on `scale * cosine + bias` with the scale and the bias learned:
 import torch
 
 from ..errors import SpacyMlmError
+from ..training.distributed import step_sum
 
 
 def pair_cosines(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
@@ -31,10 +32,12 @@ def sense_pair_loss(
     first: torch.Tensor, second: torch.Tensor, same: torch.Tensor, log_scale: torch.Tensor, bias: torch.Tensor
 ) -> torch.Tensor:
     """Mean binary cross-entropy of "same sense" (`same`: (n,) 0/1) against
-    `exp(log_scale) * cosine(first, second) + bias`. The scale is kept as its
+    `exp(log_scale) * cosine(first, second) + bias` (the mean over the whole
+    step's pairs, over every process of a data-parallel run). The scale is kept as its
     log so that it stays positive (a negative scale would reward dissimilar
     same-sense pairs)."""
     if same.shape != first.shape[:1]:
         raise SpacyMlmError(f"need one label per pair: {tuple(same.shape)} labels for {first.shape[0]} pairs")
     logits = log_scale.exp() * pair_cosines(first, second) + bias
-    return torch.nn.functional.binary_cross_entropy_with_logits(logits, same.to(logits.dtype))
+    total = torch.nn.functional.binary_cross_entropy_with_logits(logits, same.to(logits.dtype), reduction="sum")
+    return total / step_sum(logits.new_tensor(float(len(same)))).clamp(min=1.0)

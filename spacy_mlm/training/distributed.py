@@ -1,0 +1,312 @@
+"""Data-parallel fine-tuning: `spacy train`'s own loop on every process of a
+`torchrun` launch, updating the weights as one process would.
+
+spaCy has no data-parallel training of its own, but every weight our
+components train is in a torch module that `TorchShim.finish_update` steps
+with torch's optimizer, after `nlp.update` has left its gradient there: between
+the two, the gradients can be summed across processes. So each process runs `spacy.training.loop.train` unchanged (config, batcher, logger,
+scores, `model-best`/`model-last`), and this module changes four things while a
+run is active (`data_parallel_training`):
+
+* the steps: every process reads the whole corpus and shuffles it with the
+  same seed, so every process sees the same global batch; each trains on its
+  share (examples `rank::world`). The union of a step's shares is the batch one
+  process would train on, and every process takes the same number of steps in
+  every epoch, which sharding the corpus itself could not give with a batcher
+  that counts words;
+* the losses: a component's loss is a mean over its batch (annotated tokens,
+  rows, known cells); `step_sum` makes the denominator the count over the whole
+  global batch, so each process's gradient is its part of the one-process
+  gradient, and their sum (`sum_gradients`: one all-reduce of every trained
+  torch weight's gradient, after `nlp.update` and before any optimizer step,
+  so a failing collective never leaves one module stepped and another not) is
+  the one-process gradient itself. The learning-rate schedule advances once
+  per step in every process, as in one;
+* evaluation: the first process evaluates and sends the scores to the others,
+  which wait for them, so patience and best checkpoints are decided alike
+  everywhere; only the first process logs and saves;
+* randomness: the shuffles come from the seeded state they would have in one
+  process, kept apart from everything else; dropout and any other sampling
+  draws from a state seeded `seed + rank`.
+
+Weights that thinc's optimizer steps (spaCy's own `ner`, `tagger`, `textcat`,
+`tok2vec`) are not summed: a pipeline that trains any is refused at start
+(`check_synchronisable`). A process that dies ends the others: its peers'
+collectives fail at once (gloo, NCCL) or after `timeout`, and torchrun stops
+the rest.
+"""
+import contextlib
+import logging
+import os
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy
+import torch
+from spacy.language import Language
+from spacy.training import loop as spacy_loop
+from thinc.api import Model
+
+from ..errors import SpacyMlmError
+
+logger = logging.getLogger(__name__)
+
+
+class DataParallelError(SpacyMlmError):
+    """A pipeline or setting that data-parallel training cannot run as one process would."""
+
+
+@dataclass(frozen=True)
+class ProcessGroup:
+    """This process's place in a torchrun launch."""
+
+    rank: int
+    world: int
+    local_rank: int
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+_active: Optional[ProcessGroup] = None  # set while `data_parallel_training` runs
+
+
+def launch_from_env() -> Optional[ProcessGroup]:
+    """The torchrun launch this process belongs to (WORLD_SIZE, RANK,
+    LOCAL_RANK), or None when it runs alone."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return None
+    return ProcessGroup(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def start_process_group(group: ProcessGroup, gpu: bool, timeout_s: float) -> None:
+    """NCCL between GPUs (this process's GPU made current first: NCCL and the
+    object collectives work on the current device), gloo between CPUs. A
+    collective that waits longer than `timeout_s` for a peer fails."""
+    if gpu:
+        torch.cuda.set_device(group.local_rank)
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if gpu else "gloo", timeout=timedelta(seconds=timeout_s))
+
+
+def step_sum(count: torch.Tensor) -> torch.Tensor:
+    """`count` (the denominator of a loss that is a mean over the batch) summed
+    over the processes of an active data-parallel run, so that the loss is a
+    mean over the whole step's batch; `count` itself otherwise."""
+    if _active is None:
+        return count
+    total = count.detach().clone()
+    torch.distributed.all_reduce(total)
+    return total
+
+
+def sum_gradients(modules: Sequence[torch.nn.Module]) -> None:
+    """Sum the gradients of the modules' trainable parameters over the
+    processes, in one all-reduce of their concatenation per dtype and device
+    (the summed gradients are views of it). A parameter without a gradient
+    counts as zero where others have one; it keeps none only if no process has
+    one (a step skips such parameters, as it would in one process)."""
+    buckets: Dict[Tuple[torch.dtype, torch.device], List[torch.nn.Parameter]] = {}
+    for module in modules:
+        for param in module.parameters():
+            if param.requires_grad:
+                buckets.setdefault((param.dtype, param.device), []).append(param)
+    for (dtype, device), params in buckets.items():
+        parts = [p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in params]
+        parts.append(torch.tensor([float(p.grad is not None) for p in params], dtype=dtype, device=device))
+        flat = torch.cat(parts)
+        torch.distributed.all_reduce(flat)
+        offset = 0
+        for param, present in zip(params, flat[-len(params):].tolist()):
+            size = param.numel()
+            param.grad = flat[offset : offset + size].view_as(param) if present else None
+            offset += size
+
+
+def broadcast_weights(nlp: Language) -> None:
+    """Every torch module of the pipeline takes the first process's weights
+    (they are the same already when initialisation is seeded; this makes sure)."""
+    for module in torch_modules(nlp):
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            torch.distributed.broadcast(tensor.data, src=0)
+
+
+def check_same_weights(nlp: Language) -> None:
+    """Raise if the processes' weights differ (each process checks a sum of its
+    modules' parameters against the first process's)."""
+    sums = torch.stack([torch.stack([p.detach().double().sum() for p in m.parameters()]).sum()
+                        for m in torch_modules(nlp)])
+    first = sums.clone()
+    torch.distributed.broadcast(first, src=0)
+    if not torch.equal(first, sums):
+        raise DataParallelError(f"the weights of process {_active.rank if _active else '?'} differ from process 0's "
+                                "after a step: a component trained weights outside its torch modules")
+
+
+def torch_modules(nlp: Language, exclude: Iterable[str] = ()) -> List[torch.nn.Module]:
+    """The built torch modules of the pipeline's components (but `exclude`), in pipeline order."""
+    modules = []
+    for name, proc in nlp.pipeline:
+        if name in exclude:
+            continue
+        model = getattr(proc, "model", None)
+        if isinstance(model, Model):
+            for node in model.walk():
+                modules.extend(s._model for s in node.shims if isinstance(getattr(s, "_model", None), torch.nn.Module))
+    return modules
+
+
+def check_synchronisable(nlp: Language, frozen: Iterable[str], accumulate_gradient: int) -> None:
+    """Refuse what data-parallel training would not update as one process:
+    a component that trains thinc weights (its gradients are never summed,
+    so the processes' copies would drift apart), and gradient accumulation."""
+    frozen = set(frozen)
+    for name, proc in nlp.pipeline:
+        model = getattr(proc, "model", None)
+        if name in frozen or not getattr(proc, "is_trainable", False) or not isinstance(model, Model):
+            continue
+        layers = sorted({node.name for node in model.walk() if node.param_names})
+        if layers:
+            factory = nlp.get_pipe_meta(name).factory
+            raise DataParallelError(
+                f"component '{name}' (factory '{factory}') trains weights that thinc's optimizer steps (layers "
+                f"{', '.join(layers)}), which data-parallel training does not sum across processes. Add '{name}' to "
+                "[training] frozen_components, use spacy-mlm's components (mlm_ner, mlm_textcat, mlm_regressor), "
+                "or train this pipeline in one process (spacy train)"
+            )
+    if accumulate_gradient != 1:
+        raise DataParallelError(
+            f"[training] accumulate_gradient = {accumulate_gradient}: under torchrun each process already trains on "
+            "its share of the batch; set accumulate_gradient = 1 (run more processes to use less memory each)"
+        )
+
+
+def rank_share(batch: List[Any], group: ProcessGroup) -> Optional[List[Any]]:
+    """This process's examples of a global batch, or None when some process's
+    share would have no tokens (it would skip its losses and leave the others
+    waiting): all processes then skip the batch."""
+    shares = [batch[rank :: group.world] for rank in range(group.world)]
+    if any(not any(len(eg.predicted) for eg in share) for share in shares):
+        return None
+    return shares[group.rank]
+
+
+class _Randomness:
+    """Python's random state for spaCy's shuffles (and augmenters), kept
+    apart: what would shuffle one process's epochs shuffles every process's
+    alike, whatever else draws numbers meanwhile. Everything else draws from
+    `seed + rank` (seed null: 0)."""
+
+    def __init__(self, seed: Optional[int], group: ProcessGroup):
+        self.shuffles = random.getstate()
+        seed = (seed or 0) + group.rank
+        random.seed(seed)
+        numpy.random.seed(seed)
+        torch.manual_seed(seed)
+
+    @contextlib.contextmanager
+    def shuffling(self):
+        own = random.getstate()
+        random.setstate(self.shuffles)
+        try:
+            yield
+        finally:
+            self.shuffles = random.getstate()
+            random.setstate(own)
+
+
+def _shares(train_data: Iterator[Tuple[int, List]], group: ProcessGroup, randomness: _Randomness, words: List[int]):
+    skipped = 0
+    while True:
+        with randomness.shuffling():
+            item = next(train_data, None)
+        if item is None:
+            return
+        epoch, batch = item
+        batch = list(batch)
+        share = rank_share(batch, group)
+        if share is None:
+            skipped += 1
+            if skipped == 1 and group.main:
+                logger.warning("A batch of %d examples has too few with tokens for %d processes: skipped (as is "
+                               "every such batch)", len(batch), group.world)
+            continue
+        words[0] += sum(len(eg) for eg in batch)
+        yield epoch, share
+
+
+def _evaluate_on_main(evaluate: Callable[[], Tuple[float, Dict]], group: ProcessGroup, nlp: Language):
+    def evaluate_once() -> Tuple[float, Dict]:
+        check_same_weights(nlp)
+        box = [evaluate() if group.main else None]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
+    return evaluate_once
+
+
+def _summed_losses(losses: Dict[str, float]) -> Dict[str, float]:
+    names = sorted(losses)
+    totals = torch.tensor([losses[name] for name in names], dtype=torch.float64)
+    if torch.distributed.get_backend() == "nccl":
+        totals = totals.cuda()
+    torch.distributed.all_reduce(totals)
+    return dict(zip(names, totals.tolist()))
+
+
+def _then_sum_gradients(update: Callable, modules: Sequence[torch.nn.Module]) -> Callable:
+    """`nlp.update` (called with sgd=False: the loop steps afterwards), then the gradients summed."""
+
+    def update_then_sum(*args, **kwargs):
+        losses = update(*args, **kwargs)
+        sum_gradients(modules)
+        return losses
+
+    return update_then_sum
+
+
+def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional[int]) -> Callable:
+    """`train_while_improving` on this process's shares, with the first
+    process's evaluations, and the step's losses and words counted over all."""
+
+    def steps(nlp, optimizer, train_data, evaluate, **settings):
+        # the first process's state for the shuffles: with [training] seed = null spaCy seeds nothing
+        state = [random.getstate()]
+        torch.distributed.broadcast_object_list(state, src=0)
+        random.setstate(state[0])
+        randomness = _Randomness(seed, group)
+        words = [0]
+        shares = _shares(iter(train_data), group, randomness, words)
+        trained = torch_modules(nlp, exclude=settings["exclude"])
+        nlp.update = _then_sum_gradients(nlp.update, trained)
+        try:
+            for batch, info, is_best in original(nlp, optimizer, shares, _evaluate_on_main(evaluate, group, nlp),
+                                                 **settings):
+                info["words"] = words[0]
+                if is_best is not None:
+                    info["losses"] = _summed_losses(info["losses"])
+                yield batch, info, is_best
+        finally:
+            del nlp.update  # Language.update again
+
+    return steps
+
+
+@contextlib.contextmanager
+def data_parallel_training(group: ProcessGroup, seed: Optional[int]):
+    """While active: losses are means over the global batch, gradients are
+    summed before each torch step, and `spacy.training.loop.train` trains
+    this process's shares (see the module's docstring)."""
+    global _active
+    original = spacy_loop.train_while_improving
+    spacy_loop.train_while_improving = _data_parallel_steps(original, group, seed)
+    _active = group
+    try:
+        yield
+    finally:
+        _active = None
+        spacy_loop.train_while_improving = original
