@@ -88,6 +88,9 @@ def _run_probe(model: nn.Module, watched: Sequence[nn.Module]):
     try:
         with torch.no_grad():
             out = model(**_probe_inputs(model), return_dict=True)
+    except Exception as err:  # transformers raises many kinds here
+        raise ModelLoadError(_name(model), f"'{model.config.model_type}': {type(model).__name__} fails on a "
+                                           f"{PROBE_LENGTH}-piece input ({type(err).__name__}: {err})") from None
     finally:
         model.train(was_training)
         for handle in handles:

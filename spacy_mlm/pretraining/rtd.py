@@ -53,9 +53,10 @@ from transformers.models.electra.modeling_electra import ElectraDiscriminatorPre
 from transformers.models.roberta.modeling_roberta import create_position_ids_from_input_ids
 
 from ..errors import ModelLoadError, SpacyMlmError
+from ..models.families import segment_inputs
 from .config import EMBEDDING_SHARING
 from .masking import IGNORE_INDEX
-from .objectives import ObjectiveSums, PretrainingModel, uses_segments
+from .objectives import ObjectiveSums, PretrainingModel
 
 # what a discriminator config must say for a generator to be sized from it
 SIZE_SETTINGS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
@@ -158,7 +159,6 @@ class ReplacedTokenDetection(nn.Module):
         self.rtd_head = ElectraDiscriminatorPredictions(discriminator.config)
         self.rtd_head.apply(discriminator._init_weights)
         self.discriminator_weight = discriminator_weight
-        self._types = uses_segments(discriminator.config)
         if embedding_sharing not in EMBEDDING_SHARING:
             raise SpacyMlmError(f"embedding_sharing must be one of {', '.join(EMBEDDING_SHARING)}, got {embedding_sharing!r}")
         table = discriminator.embeddings.word_embeddings.weight
@@ -208,7 +208,7 @@ class ReplacedTokenDetection(nn.Module):
         original, corrupted = corrupt(input_ids, labels, proposals)
         hidden = self.discriminator(
             **self.discriminator_inputs(corrupted), attention_mask=attention_mask,
-            token_type_ids=token_type_ids if self._types else None,
+            **segment_inputs(self.discriminator, token_type_ids),
         ).last_hidden_state
         scored = torch.ones_like(chosen) if attention_mask is None else attention_mask.bool()
         sums.rtd_loss, sums.rtd_correct, sums.rtd_replaced = discriminator_sums(
