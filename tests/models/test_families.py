@@ -28,12 +28,16 @@ def family_dir(request, tmp_path_factory):
     return make_tiny_family(request.param, tmp_path_factory.mktemp(request.param))
 
 
-@pytest.fixture(scope="session")
-def family_nlp(family_dir):
+def encoder_pipeline(path, **model_settings):
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(family_dir)}})
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(path), **model_settings}})
     nlp.initialize()
     return nlp
+
+
+@pytest.fixture(scope="session")
+def family_nlp(family_dir):
+    return encoder_pipeline(family_dir)
 
 
 @pytest.fixture(scope="session")
@@ -100,9 +104,7 @@ def test_empty_and_whitespace_docs_alone_and_in_batches(family_nlp, family_token
 def test_long_document_is_read_in_windows(family_dir):
     """A piece in the middle of a long document has the vector of the same
     piece in the window around it, as AutoModel computes that window."""
-    nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(family_dir), "window": 24, "overlap": 8}})
-    nlp.initialize()
+    nlp = encoder_pipeline(family_dir, window=24, overlap=8)
     doc = nlp(" ".join(SAMPLE_TEXT[:6]))
     pieces = pieces_of(nlp, doc)
     assert len(pieces.windows) > 2
@@ -155,6 +157,34 @@ def test_masked_lm_logits_at_chosen_positions_equal_transformers(family_dir, fam
     with torch.no_grad():
         reference = mlm(input_ids=input_ids, attention_mask=mask).logits[labels != -100]
     assert sums.n_predicted == 9 and (sums.mlm_logits - reference).abs().max() < 1e-5
+
+
+# ELECTRA's generator runs the discriminator's own embedding module: these families' cannot serve it
+RTD_REFUSED = {"distilbert": "no intermediate_size", "deberta-v2": "cannot serve an ELECTRA generator",
+               "modernbert": "no BERT-style embeddings"}
+
+
+def test_replaced_token_detection_runs_or_names_the_family(family_dir, family_tokenizer):
+    from spacy_mlm.errors import SpacyMlmError
+    from spacy_mlm.pretraining.data import Example, collate
+    from spacy_mlm.pretraining.rtd import ReplacedTokenDetection, build_generator
+
+    discriminator = AutoModel.from_pretrained(str(family_dir))
+    family = discriminator.config.model_type
+    if family in RTD_REFUSED:
+        with pytest.raises(SpacyMlmError, match=f"'{family}'.*{RTD_REFUSED[family]}"):
+            build_generator(discriminator, 0.5, seed=0)
+        return
+    rtd = ReplacedTokenDetection(discriminator, build_generator(discriminator, 0.5, seed=0), 50.0)
+    ids = [np.asarray(family_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in SAMPLE_TEXT[:2]]
+    batch = collate([Example((i, np.ones(len(i), bool))) for i in ids], family_tokenizer)
+    input_ids = torch.from_numpy(batch.input_ids)
+    labels = torch.full_like(input_ids, -100)
+    labels[:, 2:4] = input_ids[:, 2:4]
+    sums = rtd(input_ids, labels, sample_noise=torch.rand(input_ids.shape),
+               attention_mask=None if batch.attention_mask is None else torch.from_numpy(batch.attention_mask),
+               token_type_ids=torch.from_numpy(batch.token_type_ids))
+    assert torch.isfinite(sums.rtd_loss) and torch.isfinite(sums.mlm_loss)
 
 
 def test_fill_mask_equals_the_transformers_pipeline(family_dir, family_tokenizer):
@@ -253,11 +283,7 @@ def test_export_and_onnx(family_nlp, family_dir, tmp_path):
     assert exported.config.model_type == family_layout(exported).family
     reference = family_nlp(TEXT)._.mlm_encoding
     for precision, tolerance in (("fp32", 1e-4), ("int8", None)):
-        nlp = spacy.blank("en")
-        nlp.add_pipe("mlm_encoder", config={"model": {"path": str(family_dir), "backend": "onnx",
-                                                      "precision": precision}})
-        nlp.initialize()
-        enc = nlp(TEXT)._.mlm_encoding
+        enc = encoder_pipeline(family_dir, backend="onnx", precision=precision)(TEXT)._.mlm_encoding
         if tolerance:
             assert np.abs(enc.hidden - reference.hidden).max() < tolerance
         else:
