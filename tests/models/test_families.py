@@ -117,6 +117,25 @@ def test_long_document_is_read_in_windows(family_dir):
     assert np.abs(doc._.mlm_encoding.hidden[middle] - expected).max() < 1e-5
 
 
+def test_encode_cli_names_the_family_and_shows_the_pair_input(family_dir, family_tokenizer):
+    from typer.testing import CliRunner
+
+    from spacy_mlm.cli import app
+
+    result = CliRunner().invoke(app, ["encode", str(family_dir), PAIR[0], "--pair", PAIR[1]])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    family = AutoModel.from_pretrained(str(family_dir)).config.model_type
+    assert any(line.startswith(f"family {family}: 2 layers") for line in lines)
+    pair = family_tokenizer(*PAIR, return_token_type_ids=True)
+    assert f"input:    {' '.join(family_tokenizer.convert_ids_to_tokens(pair['input_ids']))}" in lines
+    segments = [line for line in lines if line.startswith("segments: ")]
+    if "no segment ids" not in result.output:
+        assert segments == ["segments: " + " ".join(map(str, pair["token_type_ids"]))]
+    else:
+        assert not segments
+
+
 def test_layer_stack_as_run_freezing_and_depths(family_dir):
     model = AutoModel.from_pretrained(str(family_dir))
     layout = family_layout(model)
