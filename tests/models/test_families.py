@@ -251,7 +251,7 @@ def test_generated_ner_config_trains_predicts_saves_and_loads(family_dir, tmp_pa
     assert doc._.mlm_encoding.hidden.shape[0] > 0 and all(e.label_ in {"PER", "ORG", "LOC"} for e in doc.ents)
 
 
-def test_textcat_trains(family_nlp, family_dir):
+def test_textcat_trains(family_dir):
     from spacy.training import Example
 
     nlp = spacy.blank("en")
