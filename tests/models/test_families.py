@@ -251,18 +251,26 @@ def test_generated_ner_config_trains_predicts_saves_and_loads(family_dir, tmp_pa
     assert doc._.mlm_encoding.hidden.shape[0] > 0 and all(e.label_ in {"PER", "ORG", "LOC"} for e in doc.ents)
 
 
-def test_textcat_trains(family_dir):
+@pytest.mark.parametrize("pooling", ["cls", "pair_mean"])
+def test_textcat_and_pair_classification_train(family_dir, pooling):
+    """Single texts by [CLS]; sentence pairs (NLI-style, the family's pair
+    template) by the mean of each side's pieces."""
     from spacy.training import Example
 
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(family_dir)}})
     nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"@architectures": "spacy_mlm.EncoderListener.v1",
-                                                              "pooling": "cls"}}})
-    examples = [Example.from_dict(nlp.make_doc(t), {"cats": {"POS": float(i % 2), "NEG": float(1 - i % 2)}})
-                for i, t in enumerate(SAMPLE_TEXT[:4])]
+                                                              "pooling": pooling}}})
+    if pooling == "pair_mean":
+        docs = [spacy_mlm.make_pair_doc(nlp, a, b) for a, b in zip(SAMPLE_TEXT[:4], SAMPLE_TEXT[4:8])]
+    else:
+        docs = [nlp.make_doc(text) for text in SAMPLE_TEXT[:4]]
+    examples = [Example.from_dict(doc, {"cats": {"POS": float(i % 2), "NEG": float(1 - i % 2)}})
+                for i, doc in enumerate(docs)]
     optimizer = nlp.initialize(lambda: examples)
     losses = [nlp.update(examples, sgd=optimizer, losses={})["mlm_textcat"] for _ in range(3)]
-    assert np.isfinite(losses).all() and set(nlp("The film was dull.").cats) == {"POS", "NEG"}
+    assert np.isfinite(losses).all() and losses[-1] != losses[0]
+    assert set(nlp(docs[0]).cats) == {"POS", "NEG"}
 
 
 def test_pretrain_with_the_family_head_and_resume(family_dir, tmp_path):
