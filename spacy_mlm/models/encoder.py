@@ -32,7 +32,7 @@ from .hf import (
     load_backbone,
     max_positions,
 )
-from .families import DEFAULT_WINDOW, has_segments
+from .families import DEFAULT_WINDOW, has_segments, layer_scopes
 from ..scoring.similarity import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
 from .onnx_backbone import (
@@ -273,8 +273,7 @@ def _fp32_graph(model: Model) -> bytes:
 
 
 def _int8_graph(model: Model, fp32: bytes, fp32_layers: Sequence[int]) -> bytes:
-    n_layers = int(get_hf_model(model).config.num_hidden_layers)
-    return quantize_int8(fp32, layer_matmuls(fp32, fp32_layers, n_layers))
+    return quantize_int8(fp32, layer_matmuls(fp32, fp32_layers, layer_scopes(get_hf_model(model))))
 
 
 def choose_fp32_layers(model: Model, docs: Sequence[Doc], min_cosine: float, keep: Sequence[int] = ()) -> List[int]:

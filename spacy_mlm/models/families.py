@@ -27,6 +27,7 @@ family names:
   `pad_token_id + 1`), else `max_position_embeddings`.
 """
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -216,6 +217,15 @@ def parameter_depths(model: nn.Module) -> Optional[List[Optional[int]]]:
         for param in module.parameters(recurse=False):
             by_param[id(param)] = max(by_param.get(id(param), depth), depth)
     return [by_param.get(id(param)) for _, param in model.named_parameters()]
+
+
+def layer_scopes(model: nn.Module) -> List[str]:
+    """For each layer as run, the scope the ONNX exporter names its nodes by:
+    the block's module path with "/" between attributes and "." before a list
+    index ("/encoder/layer.3/", ModernBERT's "/layers.3/", ALBERT's shared
+    "/encoder/albert_layer_groups.0/", the same for every layer running it)."""
+    paths = {id(module): name for name, module in model.named_modules()}
+    return ["/" + re.sub(r"\.(?!\d)", "/", paths[id(layer)]) + "/" for layer in family_layout(model).layers]
 
 
 def mlm_head_names(mlm_model: nn.Module) -> Tuple[str, ...]:

@@ -301,6 +301,9 @@ def test_export_and_onnx(family_nlp, family_dir, tmp_path):
     from typer.testing import CliRunner
 
     from spacy_mlm.cli import app
+    from spacy_mlm.models.encoder import get_hf_model
+    from spacy_mlm.models.families import layer_scopes
+    from spacy_mlm.models.onnx_backbone import layer_matmuls
 
     pytest.importorskip("onnxruntime")
     family_nlp.to_disk(tmp_path / "pipeline")
@@ -310,9 +313,14 @@ def test_export_and_onnx(family_nlp, family_dir, tmp_path):
     assert exported.config.model_type == family_layout(exported).family
     reference = family_nlp(TEXT)._.mlm_encoding
     for precision, tolerance in (("fp32", 1e-4), ("int8", None)):
-        enc = encoder_pipeline(family_dir, backend="onnx", precision=precision)(TEXT)._.mlm_encoding
+        nlp = encoder_pipeline(family_dir, backend="onnx", precision=precision)
+        enc = nlp(TEXT)._.mlm_encoding
         if tolerance:
             assert np.abs(enc.hidden - reference.hidden).max() < tolerance
+            # int8's fp32_layers find every layer's weight products in the graph
+            encoder = nlp.get_pipe("mlm_encoder").model
+            scopes = layer_scopes(get_hf_model(encoder))
+            assert all(layer_matmuls(encoder.attrs["onnx"].graph, [i], scopes) for i in range(len(scopes)))
         else:
             cosine = (enc.hidden * reference.hidden).sum(-1) / (
                 np.linalg.norm(enc.hidden, axis=-1) * np.linalg.norm(reference.hidden, axis=-1))

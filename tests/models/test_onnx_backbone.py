@@ -74,7 +74,7 @@ def test_int8_is_close_to_fp32_and_keeps_chosen_layers(tiny_model_dir, torch_enc
     # fp32 MatMul nodes per layer: only the attention products (no weights) when
     # quantized, also the six weight products in the layer kept in fp32
     def fp32_matmuls(g, layer):
-        return len(onnx_backbone.layer_matmuls(g, [layer], 2))
+        return len(onnx_backbone.layer_matmuls(g, [layer], ["/encoder/layer.0/", "/encoder/layer.1/"]))
 
     assert fp32_matmuls(graph, 0) == fp32_matmuls(graph, 1) == fp32_matmuls(kept_graph, 0) == 2
     assert fp32_matmuls(kept_graph, 1) == 8
