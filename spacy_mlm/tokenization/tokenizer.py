@@ -31,6 +31,8 @@ from .template import special_template
 from .window import context_windows, merge_owner, window_spans
 
 logger = logging.getLogger(__name__)
+# the code points Python's str.isspace() is true of
+WHITESPACE = np.asarray([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 
 
 @dataclass
@@ -241,7 +243,7 @@ def trim_spaces(text: str, offsets: np.ndarray) -> np.ndarray:
     only whitespace (a lone `▁`) becomes empty and aligns to no token."""
     if not len(offsets) or not text:
         return offsets
-    space = np.fromiter((char.isspace() for char in text), dtype=bool, count=len(text))
+    space = np.isin(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), WHITESPACE)
     positions = np.arange(len(text) + 1)
     # the first non-space at or after each position, the last non-space before each
     next_text = np.minimum.accumulate(np.where(np.append(~space, True), positions, len(text))[::-1])[::-1]
