@@ -128,6 +128,12 @@ def export_backbone(hf_model: torch.nn.Module, *, type_ids: bool, hidden_states:
                 opset_version=OPSET,
                 dynamo=False,
             )
+    except Exception as err:  # the exporter raises many kinds for what it cannot trace
+        family = getattr(hf_model.config, "model_type", type(hf_model).__name__)
+        raise SpacyMlmError(
+            f"'{family}': {type(hf_model).__name__} cannot be exported to ONNX ({type(err).__name__}: {err}); "
+            'run this encoder with backend = "torch"'
+        ) from None
     finally:
         hf_model.train(was_training)
     return buffer.getvalue()
