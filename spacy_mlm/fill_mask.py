@@ -74,7 +74,9 @@ class FillMask:
 
     @torch.no_grad()
     def __call__(self, text: str, top_k: int = 5) -> List[Candidates]:
-        """For each blank, left to right: the top_k (piece, probability) candidates."""
+        """For each blank, left to right: the top_k (text, probability) candidates,
+        each piece as the tokenizer decodes it alone (`Ġby` is " by", `▁A` is
+        "A"), as transformers' fill-mask pipeline gives its `token_str`."""
         if top_k < 1:
             raise SpacyMlmError(f"top_k must be at least 1, got {top_k}")
         ids = self.piece_ids(text)
@@ -95,7 +97,7 @@ class FillMask:
         probs = logits.softmax(-1)
         top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
         return [
-            [(self.tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(row_p, row_i)]
+            [(self.tokenizer.decode([int(i)]), float(p)) for p, i in zip(row_p, row_i)]
             for row_p, row_i in zip(top.values, top.indices)
         ]
 

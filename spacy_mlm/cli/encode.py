@@ -31,14 +31,30 @@ def encode_cli(
     lang: str = typer.Option("en", help="language of the blank pipeline wrapped around an HF directory"),
     gpu_id: int = gpu_id_option(),
 ):
-    """Show the subword pieces of TEXT, their alignment to spaCy tokens and the vector sizes."""
+    """Show the model family, the subword pieces of TEXT, their alignment to
+    spaCy tokens and the vector sizes; with --pair, the pair's input as the
+    model reads it: the family's separators and, where it has them, segment ids."""
+    from ..models.encoder import get_hf_model
+    from ..models.families import family_layout
+    from ..pipeline.encoder import MLMEncoder
     from ..tokenization.pair import make_pair_doc
 
     use_gpu(gpu_id)
     nlp = load_encoder_pipeline(model, lang)
+    encoder = next(pipe for _, pipe in nlp.pipeline if isinstance(pipe, MLMEncoder))
+    layout = family_layout(get_hf_model(encoder.model))
+    segments = "segment ids" if layout.segments else "no segment ids"
+    typer.echo(f"family {layout.family}: {layout.n_layers} layers, {layout.attention}, {segments}, "
+               f"{layout.max_positions} positions")
     doc = nlp(make_pair_doc(nlp, text, pair) if pair is not None else text)
     enc = doc._.mlm_encoding
     typer.echo(f"{len(doc)} tokens, {len(enc.pieces)} pieces, width {enc.width}")
+    if pair is not None:
+        tokenizer = encoder.model.attrs["tokenizer"]
+        window = tokenizer([doc])[0].windows[0]
+        typer.echo("input:    " + " ".join(tokenizer.hf.convert_ids_to_tokens(window.input_ids.tolist())))
+        if layout.segments:
+            typer.echo("segments: " + " ".join(str(t) for t in window.token_type_ids.tolist()))
     for token in doc:
         pieces = [enc.pieces[i] for i in enc.alignment.pieces_of(token.i)]
         typer.echo(f"{token.i:>4}  {token.text!r:<20} {' '.join(pieces) if pieces else '(no pieces)'}")

@@ -19,5 +19,5 @@ def fill_mask_cli(
     results = FillMask(model)(text, top_k)
     for n, candidates in enumerate(results, start=1):
         typer.echo(f"blank {n}:")
-        for piece, prob in candidates:
-            typer.echo(f"  {piece:<20} {prob:.4f}")
+        for text, prob in candidates:
+            typer.echo(f"  {text!r:<20} {prob:.4f}")

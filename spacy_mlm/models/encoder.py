@@ -31,8 +31,8 @@ from .hf import (
     freeze_backbone,
     load_backbone,
     max_positions,
-    uses_token_type_ids,
 )
+from .families import DEFAULT_WINDOW, has_segments, layer_scopes
 from ..scoring.similarity import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
 from .onnx_backbone import (
@@ -97,7 +97,8 @@ def build_hf_encoder_v1(
     """An encoder loaded from a local Hugging Face directory (BERT, RoBERTa, XLM-R, DistilBERT...).
     Kept so that pipelines saved with it load; new configs use HFEncoder.v2.
 
-    window: pieces per window, specials included; 0 = the model's maximum.
+    window: pieces per window, specials included; 0 = the model's maximum, at most 512
+        (a long-context model such as ModernBERT is read in windows of 512 unless set).
     overlap: pieces shared by consecutive windows of a long document.
     trainable_layers: -1 all train, 0 frozen, k = only the last k layers.
     output_hidden_states: also keep every layer's output on `doc._.mlm_encoding.layers`.
@@ -125,7 +126,8 @@ def build_hf_encoder_v2(
     """An encoder loaded from a local Hugging Face directory (BERT, RoBERTa, XLM-R,
     DistilBERT...), run by torch or, for CPU inference, by ONNX Runtime.
 
-    window: pieces per window, specials included; 0 = the model's maximum.
+    window: pieces per window, specials included; 0 = the model's maximum, at most 512
+        (a long-context model such as ModernBERT is read in windows of 512 unless set).
     overlap: pieces shared by consecutive windows of a long document.
     trainable_layers: -1 all train, 0 frozen, k = only the last k layers.
     output_hidden_states: also keep every layer's output on `doc._.mlm_encoding.layers`.
@@ -230,9 +232,9 @@ def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:
     hf_model.config.output_hidden_states = model.attrs["output_hidden_states"]
     freeze_backbone(hf_model, model.attrs["trainable_layers"])
     limit = max_positions(hf_model, hf_tokenizer)
-    window = model.attrs["window"] or limit
+    window = model.attrs["window"] or min(limit, DEFAULT_WINDOW)
     model.attrs["tokenizer"] = PieceTokenizer(hf_tokenizer, min(window, limit), model.attrs["overlap"])
-    model.attrs["type_ids"] = uses_token_type_ids(hf_model)
+    model.attrs["type_ids"] = has_segments(hf_model)
     model.shims[:] = [TorchShim(hf_model)]
     model.set_dim("nO", int(hf_model.config.hidden_size), force=True)
 
@@ -271,8 +273,7 @@ def _fp32_graph(model: Model) -> bytes:
 
 
 def _int8_graph(model: Model, fp32: bytes, fp32_layers: Sequence[int]) -> bytes:
-    n_layers = int(get_hf_model(model).config.num_hidden_layers)
-    return quantize_int8(fp32, layer_matmuls(fp32, fp32_layers, n_layers))
+    return quantize_int8(fp32, layer_matmuls(fp32, fp32_layers, layer_scopes(get_hf_model(model))))
 
 
 def choose_fp32_layers(model: Model, docs: Sequence[Doc], min_cosine: float, keep: Sequence[int] = ()) -> List[int]:

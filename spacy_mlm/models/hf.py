@@ -20,7 +20,6 @@ each error names the directory or file:
 * The tokenizer must fit the embedding matrix: more entries than rows is an
   error, fewer a warning giving both sizes (`check_vocab`).
 """
-import inspect
 import json
 import logging
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokeni
 
 from ..errors import ModelLoadError, SpacyMlmError
 from ..util.io import atomic_directory, recover_directory
+from .families import family_layout, position_limit
 
 logger = logging.getLogger(__name__)
 
@@ -351,32 +351,20 @@ def build_scratch_discriminator(tokenizer, architecture: str, **sizes) -> Masked
 
 
 def max_positions(model: PreTrainedModel, tokenizer) -> int:
-    """Longest input the model can take, special tokens included."""
-    config = model.config
-    limit = getattr(config, "max_position_embeddings", None) or 512
-    if getattr(config, "model_type", "") in ROBERTA_LIKE:
-        limit -= config.pad_token_id + 1
+    """Longest input the model can take, special tokens included: its position
+    table's (`families.position_limit`), or the tokenizer's if shorter."""
+    limit = position_limit(model)
     tok_limit = getattr(tokenizer, "model_max_length", None)
     if tok_limit and tok_limit < 1_000_000:
         limit = min(limit, tok_limit)
     return int(limit)
 
 
-def transformer_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
-    """The stack of transformer blocks, found structurally so any encoder family works."""
-    candidates = [
-        module
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.ModuleList) and name.split(".")[-1] in ("layer", "layers", "block")
-    ]
-    if not candidates:
-        raise ModelLoadError(getattr(model, "name_or_path", "?"), "cannot find the stack of transformer layers")
-    return max(candidates, key=len)
-
-
 def freeze_backbone(model: PreTrainedModel, trainable_layers: int) -> None:
-    """-1: everything trains; 0: nothing does; k: only the last k transformer layers."""
-    layers = transformer_layers(model)
+    """-1: everything trains; 0: nothing does; k: only the last k transformer
+    layers as the model runs them (ALBERT's shared group trains if any of the
+    last k layers runs it)."""
+    layers = family_layout(model).layers
     if trainable_layers < -1 or trainable_layers > len(layers):
         raise SpacyMlmError(f"trainable_layers must be -1 or between 0 and {len(layers)}, got {trainable_layers}")
     if trainable_layers == -1:
@@ -388,12 +376,6 @@ def freeze_backbone(model: PreTrainedModel, trainable_layers: int) -> None:
     for layer in layers[len(layers) - trainable_layers :]:
         for param in layer.parameters():
             param.requires_grad_(True)
-
-
-def uses_token_type_ids(model: PreTrainedModel) -> bool:
-    return "token_type_ids" in inspect.signature(model.forward).parameters and (
-        getattr(model.config, "type_vocab_size", 0) or 0
-    ) > 1
 
 
 def _save_directory(

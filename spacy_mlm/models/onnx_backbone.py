@@ -128,24 +128,33 @@ def export_backbone(hf_model: torch.nn.Module, *, type_ids: bool, hidden_states:
                 opset_version=OPSET,
                 dynamo=False,
             )
+    except Exception as err:  # the exporter raises many kinds for what it cannot trace
+        family = getattr(hf_model.config, "model_type", type(hf_model).__name__)
+        raise SpacyMlmError(
+            f"'{family}': {type(hf_model).__name__} cannot be exported to ONNX ({type(err).__name__}: {err}); "
+            'run this encoder with backend = "torch"'
+        ) from None
     finally:
         hf_model.train(was_training)
     return buffer.getvalue()
 
 
-def layer_matmuls(graph: bytes, layers: Sequence[int], n_layers: int) -> List[str]:
+def layer_matmuls(graph: bytes, layers: Sequence[int], scopes: Sequence[str]) -> List[str]:
     """Names of the fp32 MatMul nodes of the given transformer layers (negative
     counts from the top, -1 = the last), from the exporter's module-path node
-    names (`.../layer.3/attention/self/query/MatMul` for BERT, RoBERTa, XLM-R,
-    DistilBERT)."""
+    names: `scopes` holds each layer's (`families.layer_scopes`: the nodes of
+    BERT's layer 3 are `.../encoder/layer.3/attention/self/query/MatMul`, of
+    ModernBERT's `.../layers.3/...`; ALBERT's layers share one scope, so one
+    kept in fp32 keeps them all)."""
     import onnx
 
+    n_layers = len(scopes)
     wanted = set()
     for layer in layers:
         index = layer + n_layers if layer < 0 else layer
         if not 0 <= index < n_layers:
             raise SpacyMlmError(f"fp32_layers: layer {layer} does not exist in a {n_layers}-layer encoder")
-        wanted.add(f"/layer.{index}/")
+        wanted.add(scopes[index])
     nodes = onnx.load_from_string(graph).graph.node
     return [n.name for n in nodes if n.op_type == "MatMul" and any(w in n.name for w in wanted)]
 

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..tokenization.template import special_template
 from .masking import MaskedBatch, mask_tokens
 from .packing import Segment, next_sentence_pairs, pack_documents
 from .sampling import epoch_order, sampling_probabilities
@@ -83,17 +84,14 @@ def token_counts(tokenized: Sequence[Sequence[Sequence[Segment]]], vocab_size: i
 
 def collate(examples: Sequence[Example], tokenizer) -> Batch:
     """Add the model's special tokens, pad, and mark what may never be masked."""
+    template = special_template(tokenizer)
     rows, types, starts = [], [], []
     for ex in examples:
-        a, b = list(ex.a[0]), None if ex.b is None else list(ex.b[0])
-        ids = tokenizer.build_inputs_with_special_tokens(a, b)
-        # the template applied to placeholders shows which positions hold content
-        holes = tokenizer.build_inputs_with_special_tokens([-1] * len(a), None if b is None else [-1] * len(b))
-        special = np.array(holes) != -1
+        ids, segment_ids, special = template.wrap(ex.a[0], None if ex.b is None else ex.b[0])
         flags = np.ones(len(ids), dtype=bool)
         flags[~special] = ex.a[1] if ex.b is None else np.concatenate([ex.a[1], ex.b[1]])
         rows.append(ids)
-        types.append(tokenizer.create_token_type_ids_from_sequences(a, b))
+        types.append(segment_ids)
         starts.append(flags)
     length = max(len(r) for r in rows)
     shape = (len(rows), length)

@@ -1,8 +1,10 @@
 """The pretraining objectives on top of a Hugging Face `*ForMaskedLM` model.
 
 The model's own MLM head (BERT: dense + gelu + LayerNorm, then a decoder whose
-weight is the input embedding matrix, plus a bias) is kept, so saved weights keep
-Hugging Face's key names. What changes is where it runs: only on the hidden
+weight is the input embedding matrix, plus a bias; DistilBERT's four children,
+ModernBERT's head and decoder: whatever the family has, found and checked by
+`families.mlm_head_names`) is kept, tied as the family ties it, so saved weights
+keep Hugging Face's key names. What changes is where it runs: only on the hidden
 states of the chosen positions (about 15%), never on the full (batch, length,
 vocab) logits tensor, which on CPU costs more than the encoder itself. For the
 same reason the last transformer layer (BERT/RoBERTa-style) is evaluated only
@@ -17,37 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ModelLoadError
+from ..models.families import mlm_head_names, run_head, segment_inputs
 from .masking import IGNORE_INDEX
-
-
-# *ForMaskedLM models whose head is several children, in the order they run:
-# ELECTRA's generator (transform to the embedding width, then the tied decoder),
-# the replaced-token-detection generator of `rtd.py`.
-CHAINED_HEADS = {"electra": ("generator_predictions", "generator_lm_head")}
-
-
-def find_mlm_head(mlm_model: nn.Module) -> nn.Module:
-    """The module mapping hidden states to vocabulary logits: the one child of a
-    `*ForMaskedLM` model besides the backbone (BERT `cls`, RoBERTa `lm_head`, ...),
-    or the children of CHAINED_HEADS run in turn."""
-    chain = CHAINED_HEADS.get(getattr(mlm_model.config, "model_type", None))
-    if chain:
-        return nn.Sequential(*(getattr(mlm_model, name) for name in chain))
-    backbone_name = mlm_model.base_model_prefix
-    heads = [
-        (name, module)
-        for name, module in mlm_model.named_children()
-        if name != backbone_name and not isinstance(module, nn.modules.loss._Loss)
-    ]
-    if len(heads) != 1:
-        names = ", ".join(name for name, _ in heads)
-        raise ModelLoadError(
-            getattr(mlm_model, "name_or_path", type(mlm_model).__name__),
-            f"{type(mlm_model).__name__}: the MLM head is not a single module ({names}); "
-            "supported are BERT- and RoBERTa-style models",
-        )
-    return heads[0][1]
 
 
 def set_output_bias(mlm_model: nn.Module, unigram_probs: np.ndarray) -> None:
@@ -177,11 +150,6 @@ def top_layer_at(layer: nn.Module, hidden: torch.Tensor, additive_mask: Optional
     return layer.output(layer.intermediate(attended), attended)[valid]
 
 
-def uses_segments(config) -> bool:
-    """Whether the model has segment (token type) embeddings to feed."""
-    return (getattr(config, "type_vocab_size", 0) or 0) > 1
-
-
 class PretrainingModel(nn.Module):
     """Masked-LM (optionally with NSP) on a `*ForMaskedLM` model; also the
     generator inside replaced-token detection (`rtd.ReplacedTokenDetection`)."""
@@ -190,17 +158,17 @@ class PretrainingModel(nn.Module):
         super().__init__()
         self.mlm_model = mlm_model
         self.nsp_head = NextSentenceHead(mlm_model.config.hidden_size) if next_sentence else None
-        find_mlm_head(mlm_model)  # refuse an unsupported head now, not at the first step
-        self._types = uses_segments(mlm_model.config)
+        # the family's own head, as its children run (refused now, not at the first step, if not a chain)
+        self.head_names = mlm_head_names(mlm_model)
         self._sparse = supports_sparse_top_layer(self.backbone)
 
     @property
     def backbone(self) -> nn.Module:
         return getattr(self.mlm_model, self.mlm_model.base_model_prefix)
 
-    @property
-    def head(self) -> nn.Module:
-        return find_mlm_head(self.mlm_model)
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Vocabulary logits of the model's own MLM head over (n, width) hidden states."""
+        return run_head(self.mlm_model, self.head_names, hidden)
 
     def sampling_noise(self, shape: Tuple[int, int], rng: np.random.Generator) -> None:
         """Masked-LM draws nothing beyond the masks (see `rtd.ReplacedTokenDetection`)."""
@@ -229,13 +197,13 @@ class PretrainingModel(nn.Module):
         token_type_ids: Optional[torch.Tensor] = None,
         nsp_labels: Optional[torch.Tensor] = None,
     ) -> ObjectiveSums:
-        types = token_type_ids if self._types else None
+        segments = segment_inputs(self.mlm_model, token_type_ids)
         chosen = labels != IGNORE_INDEX
         targets = labels[chosen]
         if self._sparse and self.nsp_head is None:
             backbone = self.backbone
             mask = None if attention_mask is None else backbone.get_extended_attention_mask(attention_mask, input_ids.shape)
-            hidden = backbone.embeddings(input_ids=input_ids, token_type_ids=types)
+            hidden = backbone.embeddings(input_ids=input_ids, **segments)
             if getattr(backbone, "embeddings_project", None) is not None:  # ELECTRA: embedding width -> hidden width
                 hidden = backbone.embeddings_project(hidden)
             layers = backbone.encoder.layer
@@ -243,7 +211,7 @@ class PretrainingModel(nn.Module):
                 hidden = layer(hidden, attention_mask=mask)[0]
             selected = top_layer_at(layers[-1], hidden, mask, chosen)
         else:
-            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=types).last_hidden_state
+            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, **segments).last_hidden_state
             selected = hidden[chosen]
         logits = self.head(selected)
         loss, correct, n = masked_lm_sums(logits, targets)

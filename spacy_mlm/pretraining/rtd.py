@@ -53,9 +53,10 @@ from transformers.models.electra.modeling_electra import ElectraDiscriminatorPre
 from transformers.models.roberta.modeling_roberta import create_position_ids_from_input_ids
 
 from ..errors import ModelLoadError, SpacyMlmError
+from ..models.families import family_layout, segment_inputs
 from .config import EMBEDDING_SHARING
 from .masking import IGNORE_INDEX
-from .objectives import ObjectiveSums, PretrainingModel, uses_segments
+from .objectives import ObjectiveSums, PretrainingModel
 
 # what a discriminator config must say for a generator to be sized from it
 SIZE_SETTINGS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
@@ -112,7 +113,8 @@ def generator_config(config, size: float) -> ElectraConfig:
     width = heads * head_width
     return ElectraConfig(
         vocab_size=config.vocab_size,
-        embedding_size=config.hidden_size,
+        # the shared embeddings' width: ELECTRA's and ALBERT's embeddings are narrower than their layers
+        embedding_size=getattr(config, "embedding_size", None) or config.hidden_size,
         hidden_size=width,
         num_hidden_layers=config.num_hidden_layers,
         num_attention_heads=heads,
@@ -134,13 +136,22 @@ def build_generator(discriminator: nn.Module, size: float, seed: int) -> Electra
     if embeddings is None or not hasattr(embeddings, "word_embeddings"):
         raise ModelLoadError(
             getattr(discriminator, "name_or_path", type(discriminator).__name__),
-            f"{type(discriminator).__name__} has no BERT-style embeddings module to share with a generator; "
+            f"'{discriminator.config.model_type}': {type(discriminator).__name__} has no BERT-style embeddings module "
+            "to share with a generator; "
             "replaced-token detection supports BERT- and RoBERTa-style encoders",
         )
     torch.manual_seed(seed)
     generator = ElectraForMaskedLM(generator_config(discriminator.config, size))
     generator.electra.embeddings = embeddings
     generator.tie_weights()  # the decoder back onto the shared token embeddings
+    try:
+        family_layout(generator)  # runs the generator once through the shared embeddings
+    except ModelLoadError as err:
+        raise ModelLoadError(
+            getattr(discriminator, "name_or_path", type(discriminator).__name__),
+            f"'{discriminator.config.model_type}': its embeddings cannot serve an ELECTRA generator "
+            f"({err}); replaced-token detection needs BERT-style embeddings",
+        ) from None
     return generator
 
 
@@ -158,7 +169,6 @@ class ReplacedTokenDetection(nn.Module):
         self.rtd_head = ElectraDiscriminatorPredictions(discriminator.config)
         self.rtd_head.apply(discriminator._init_weights)
         self.discriminator_weight = discriminator_weight
-        self._types = uses_segments(discriminator.config)
         if embedding_sharing not in EMBEDDING_SHARING:
             raise SpacyMlmError(f"embedding_sharing must be one of {', '.join(EMBEDDING_SHARING)}, got {embedding_sharing!r}")
         table = discriminator.embeddings.word_embeddings.weight
@@ -208,7 +218,7 @@ class ReplacedTokenDetection(nn.Module):
         original, corrupted = corrupt(input_ids, labels, proposals)
         hidden = self.discriminator(
             **self.discriminator_inputs(corrupted), attention_mask=attention_mask,
-            token_type_ids=token_type_ids if self._types else None,
+            **segment_inputs(self.discriminator, token_type_ids),
         ).last_hidden_state
         scored = torch.ones_like(chosen) if attention_mask is None else attention_mask.bool()
         sums.rtd_loss, sums.rtd_correct, sums.rtd_replaced = discriminator_sums(

@@ -27,9 +27,12 @@ from spacy.tokens import Doc
 from ..errors import ModelLoadError, SpacyMlmError
 from .context import check_context, doc_context, head, sentence_starts, tail
 from .pair import pair_char_split
+from .template import special_template
 from .window import context_windows, merge_owner, window_spans
 
 logger = logging.getLogger(__name__)
+# the code points Python's str.isspace() is true of
+WHITESPACE = np.asarray([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
 
 
 @dataclass
@@ -58,12 +61,9 @@ class PieceTokenizer:
                 "a fast (Rust) tokenizer is needed for character offsets; save the model with a tokenizer.json",
             )
         self.hf = hf_tokenizer
-        # The template around one sequence, found by wrapping a sentinel id.
-        sentinel = -1
-        single = list(hf_tokenizer.build_inputs_with_special_tokens([sentinel]))
-        at = single.index(sentinel)
-        self.prefix = np.asarray(single[:at], dtype=np.int64)
-        self.suffix = np.asarray(single[at + 1 :], dtype=np.int64)
+        # The template around one sequence, as the tokenizer's own post-processor writes it.
+        template = special_template(hf_tokenizer)
+        self.prefix, self.suffix = template.prefix, template.suffix
         if overlap < 0:
             raise SpacyMlmError(f"overlap must be 0 or more pieces, got {overlap}")
         self.max_length = int(max_length)
@@ -96,7 +96,7 @@ class PieceTokenizer:
             for j, i in enumerate(singles):
                 ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
                 offsets = np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2)
-                out[i] = self._windowed(ids, offsets)
+                out[i] = self._windowed(ids, trim_spaces(docs[i].text, offsets))
         if pairs:
             out_pairs = self._pairs([docs[i] for i in pairs])
             for i, pieces in zip(pairs, out_pairs):
@@ -140,11 +140,12 @@ class PieceTokenizer:
         chars = 8 * self.context_pieces + 16
         while todo:
             edges = [_edges(docs[i].text, *contexts[i], chars) for i in todo]
-            enc = self._encode([before + docs[i].text + after for i, (before, after, _, _) in zip(todo, edges)])
+            texts = [before + docs[i].text + after for i, (before, after, _, _) in zip(todo, edges)]
+            enc = self._encode(texts)
             retry = []
             for j, (i, (before, after, whole_before, whole_after)) in enumerate(zip(todo, edges)):
                 ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
-                offsets = np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2)
+                offsets = trim_spaces(texts[j], np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2))
                 n_text = len(docs[i].text)
                 lo, hi = np.searchsorted(offsets[:, 0], [len(before), len(before) + n_text])
                 short = (lo < self.context_pieces and not whole_before) or (
@@ -193,6 +194,7 @@ class PieceTokenizer:
             seq = np.asarray([-1 if s is None else s for s in enc.sequence_ids(j)])
             content = np.flatnonzero(seq >= 0)
             offsets = offsets[content] + np.where(seq[content] == 1, b_start, 0)[:, None]
+            offsets = trim_spaces(doc.text, offsets)
             result.append(
                 DocPieces(
                     input_ids[content],
@@ -231,3 +233,21 @@ def _edges(text: str, before: str, after: str, chars: int) -> Tuple[str, str, bo
     if after and text and not after[0].isspace() and not text[-1].isspace():
         after = " " + after
     return before, after, whole_before, whole_after
+
+
+def trim_spaces(text: str, offsets: np.ndarray) -> np.ndarray:
+    """(n, 2) piece offsets in `text` without the whitespace at their edges.
+    SentencePiece and byte-level BPE pieces carry the space before a word
+    (`▁word`, `Ġword`), and some tokenizers report it in the offsets, so a
+    piece would also overlap a whitespace token before it; a piece that is
+    only whitespace (a lone `▁`) becomes empty and aligns to no token."""
+    if not len(offsets) or not text:
+        return offsets
+    space = np.isin(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), WHITESPACE)
+    positions = np.arange(len(text) + 1)
+    # the first non-space at or after each position, the last non-space before each
+    next_text = np.minimum.accumulate(np.where(np.append(~space, True), positions, len(text))[::-1])[::-1]
+    last_text = np.maximum.accumulate(np.where(np.insert(~space, 0, True), positions, 0))
+    starts = np.minimum(next_text[offsets[:, 0]], offsets[:, 1])
+    ends = np.maximum(last_text[offsets[:, 1]], starts)
+    return np.stack([starts, ends], axis=1)

@@ -21,8 +21,10 @@ Layer-wise learning-rate decay (LLRD) is the optimizer `spacy_mlm.LayerDecayAdam
 lower transformer layers hold more general features and should move less than
 the top ones, so layer i of L (0-based) learns at `lr * decay ** (L - i)`, the
 embeddings at `lr * decay ** (L + 1)`, everything else (heads, pooler) at `lr`.
-L is read from the module's own parameter names when it steps, so one config
-serves encoders of any depth.
+L and each parameter's layer are read from a Hugging Face model as it runs
+(`families.parameter_depths`: ALBERT's one shared layer learns at the rate of
+the last layer that runs it), from other modules' parameter names, when it
+first steps, so one config serves encoders of any depth and family.
 """
 import re
 from typing import Dict, List, Optional, Sequence
@@ -33,6 +35,7 @@ from thinc.api import Optimizer
 from thinc.optimizers import ADAM_DEFAULTS, FloatOrSeq
 
 from ..errors import SpacyMlmError
+from ..models.families import parameter_depths
 
 _LAYER = re.compile(r"(?:^|\.)(?:layer|layers|block)\.(\d+)\.")
 _EMBEDDINGS = re.compile(r"(?:^|\.)(?:embeddings|embed_tokens|embed_positions)\.")
@@ -58,10 +61,11 @@ def layer_lr_scale(depth: Optional[int], num_layers: int, decay: float) -> float
     return float(decay ** (num_layers + 1 - depth))
 
 
-def layer_lr_scales(names: Sequence[str], decay: float) -> List[float]:
+def layer_lr_scales(names: Sequence[str], decay: float, depths: Optional[Sequence[Optional[int]]] = None) -> List[float]:
     """The multiplier of each named parameter of one module, its depth counted
-    from the deepest transformer layer among `names`."""
-    depths = [parameter_depth(name) for name in names]
+    from the deepest transformer layer among `names`; `depths` where the model
+    says them (`families.parameter_depths`), else read from the names."""
+    depths = [parameter_depth(name) for name in names] if depths is None else list(depths)
     num_layers = max([d for d in depths if d is not None] or [0])
     return [layer_lr_scale(d, num_layers, decay) for d in depths]
 
@@ -112,7 +116,7 @@ class TorchStepper:
         if not any(p.grad is not None for _, p in named):
             return
         if self._torch is None or self._follows != id(optimizer):
-            self._start(named, optimizer)
+            self._start(module, named, optimizer)
         params = [p for _, p in named if p.grad is not None]
         if optimizer.grad_clip:
             torch.nn.utils.clip_grad_norm_(params, float(optimizer.grad_clip))
@@ -126,14 +130,21 @@ class TorchStepper:
         self._torch.step()
         self._torch.zero_grad(set_to_none=True)
 
-    def _start(self, named, optimizer: Optimizer) -> None:
+    def _start(self, module: torch.nn.Module, named, optimizer: Optimizer) -> None:
         if getattr(optimizer, "use_radam", False) or not (optimizer.b1 > 0 and optimizer.b2 > 0):
             raise SpacyMlmError(
                 "torch parameters are stepped with Adam/AdamW: set [training.optimizer] to Adam.v1 or "
                 "spacy_mlm.LayerDecayAdam.v2 (with beta1 and beta2 above 0)"
             )
         decay = getattr(optimizer, "layer_decay", 1.0)
-        scales = layer_lr_scales([n for n, _ in named], decay) if decay != 1.0 else [1.0] * len(named)
+        scales = [1.0] * len(named)
+        if decay != 1.0:
+            # a Hugging Face model's depths as it runs (ALBERT's shared layers), else by name
+            depths = parameter_depths(module)
+            if depths is not None:
+                trainable = {name for name, _ in named}
+                depths = [d for (name, _), d in zip(module.named_parameters(), depths) if name in trainable]
+            scales = layer_lr_scales([n for n, _ in named], decay, depths)
         by_scale: Dict[float, list] = {}
         for (_, param), scale in zip(named, scales):
             by_scale.setdefault(scale, []).append(param)

@@ -74,7 +74,7 @@ def test_int8_is_close_to_fp32_and_keeps_chosen_layers(tiny_model_dir, torch_enc
     # fp32 MatMul nodes per layer: only the attention products (no weights) when
     # quantized, also the six weight products in the layer kept in fp32
     def fp32_matmuls(g, layer):
-        return len(onnx_backbone.layer_matmuls(g, [layer], 2))
+        return len(onnx_backbone.layer_matmuls(g, [layer], ["/encoder/layer.0/", "/encoder/layer.1/"]))
 
     assert fp32_matmuls(graph, 0) == fp32_matmuls(graph, 1) == fp32_matmuls(kept_graph, 0) == 2
     assert fp32_matmuls(kept_graph, 1) == 8
@@ -238,3 +238,13 @@ def test_optimized_vectors_pipeline_keeps_every_layer(tiny_model_dir, tmp_path):
     for before, after in zip(nlp.pipe(TEXTS[:2]), loaded.pipe(TEXTS[:2])):
         np.testing.assert_allclose([t.vector for t in after], [t.vector for t in before], atol=1e-4)
         assert after[0].similarity(after[1]) == pytest.approx(before[0].similarity(before[1]), abs=1e-4)
+
+
+def test_an_export_that_fails_names_the_family(tiny_model_dir, monkeypatch):
+    def cannot_trace(*args, **kwargs):
+        raise RuntimeError("unsupported operator")
+
+    monkeypatch.setattr(onnx_backbone.torch.onnx, "export", cannot_trace)
+    with pytest.raises(SpacyMlmError, match="'bert': BertModel cannot be exported to ONNX .*unsupported operator.*"
+                                            "backend = \"torch\""):
+        encoder_nlp(tiny_model_dir, backend="onnx")
