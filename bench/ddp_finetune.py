@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 import spacy
+import spacy_mlm
 from spacy.tokens import DocBin
 from spacy.training import Example
 
@@ -66,9 +67,7 @@ def minilm_path() -> str:
 
 
 def write_sentences(source: str, out: Path, limit: int, seed: int) -> None:
-    from spacy_mlm.readers.conll import load_ner_docs
-
-    docs = load_ner_docs(source, spacy.blank("en").vocab)
+    docs = list(spacy_mlm.conll_documents_to_docs(spacy.blank("en").vocab, spacy_mlm.read_conll(source), n_sents=1))
     if limit and limit < len(docs):
         docs = random.Random(seed).sample(docs, limit)
     DocBin(docs=docs).to_disk(out)
