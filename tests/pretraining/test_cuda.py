@@ -29,7 +29,7 @@ def test_pretraining_on_cuda_follows_the_cpu_run(tmp_path, corpus_file, still_mo
     and the run saves a model that loads on the CPU and a checkpoint with the GPU's random state."""
     settings = tiny_overrides(corpus_file, still_model_dir, **{"pretraining.max_steps": 3, "pretraining.eval_every": 3})
     pretrain(load_pretraining_config(None, {**settings, "pretraining.device": "cpu"}), tmp_path / "cpu")
-    pretrain(load_pretraining_config(None, {**settings, "pretraining.device": "cuda",
+    pretrain(load_pretraining_config(None, {**settings, "pretraining.device": str(torch_cuda),
                                             "pretraining.precision": precision}), tmp_path / "gpu")
     cpu, gpu = losses(tmp_path / "cpu"), losses(tmp_path / "gpu")
     assert [step for step, _ in gpu] == [step for step, _ in cpu] == [1, 2, 3]
@@ -47,7 +47,7 @@ def test_a_resumed_cuda_run_draws_the_dropout_of_the_uninterrupted_one(tmp_path,
     run logs the uninterrupted run's losses; resumed without restoring the CUDA
     random state, it does not (so the comparison can tell)."""
     settings = tiny_overrides(corpus_file, tiny_model_dir, **{"pretraining.max_steps": 5, "pretraining.eval_every": 5,
-                                                              "pretraining.device": "cuda"})
+                                                              "pretraining.device": str(torch_cuda)})
     pretrain(load_pretraining_config(None, settings), tmp_path / "reference")
     stopped = tmp_path / "stopped"
     pretrain(load_pretraining_config(None, {**settings, "pretraining.max_time": 1e-9}), stopped)
