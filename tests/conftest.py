@@ -1,4 +1,6 @@
+import importlib.util
 import os
+from typing import Optional
 
 import pytest
 
@@ -40,19 +42,42 @@ def encoder_nlp(tiny_model_dir):
     return nlp
 
 
-def _cuda_available() -> bool:
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda: runs on a CUDA GPU, skipped without one (select with -m cuda)")
+
+
+def cuda_skip_reason(need_cupy: bool = True) -> Optional[str]:
+    """Why the CUDA cases cannot run here, or None. spaCy's GPU mode
+    (`spacy.require_gpu()`, `--gpu-id`) needs CuPy besides a CUDA device (the
+    `cuda12x` extra); torch-only code (pretraining) needs the device only."""
+    reasons = []
     try:
         import torch
 
-        return torch.cuda.is_available()
+        if not torch.cuda.is_available():
+            reasons.append("no CUDA device (torch.cuda.is_available() is False)")
     except ImportError:
-        return False
+        reasons.append("torch is not installed")
+    if need_cupy and importlib.util.find_spec("cupy") is None:
+        reasons.append("CuPy is not installed, and spaCy's GPU mode needs it (pip install '.[cuda12x]')")
+    return "; ".join(reasons) or None
 
 
-@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not _cuda_available(), reason="no CUDA device"))])
+def pytest_collection_modifyitems(config, items):
+    """Every `cuda`-marked case skips, with the reason, where it cannot run:
+    those using the `torch_cuda` fixture need a CUDA device, the others CuPy too."""
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            reason = cuda_skip_reason(need_cupy="torch_cuda" not in getattr(item, "fixturenames", ()))
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def device(request):
-    """Runs a test once on the CPU and, where a CUDA device exists, once on it
-    (`spacy.require_gpu()`: thinc's ops and every torch module on the GPU)."""
+    """Runs a test once on the CPU and once on the GPU (`spacy.require_gpu()`:
+    thinc's ops and every torch module on it); the GPU case skips without a
+    CUDA device or CuPy."""
     import spacy
 
     if request.param == "cuda":
@@ -62,3 +87,11 @@ def device(request):
     finally:
         if request.param == "cuda":
             spacy.require_cpu()
+
+
+@pytest.fixture
+def torch_cuda():
+    """The first CUDA device, for torch-only code (pretraining); use with @pytest.mark.cuda."""
+    import torch
+
+    return torch.device("cuda", 0)

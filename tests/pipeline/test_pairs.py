@@ -83,12 +83,11 @@ def test_batched_pairs_equal_one_by_one(pair_nlp):
     one_by_one = [spacy_mlm.classify_pair(pair_nlp, a, b) for a, b in PAIRS]
     for batch_size in (2, 64):
         batched = spacy_mlm.classify_pairs(pair_nlp, PAIRS, batch_size=batch_size)
-        assert len(batched) == len(PAIRS)
-        for got, want in zip(batched, one_by_one):
+        for got, want in zip(batched, one_by_one, strict=True):
             assert got == pytest.approx(want, abs=1e-5)
     # the same through nlp.pipe over pair Docs, streamed from a generator
     docs = pair_nlp.pipe((spacy_mlm.make_pair_doc(pair_nlp, a, b) for a, b in PAIRS), batch_size=3)
-    for doc, want in zip(docs, one_by_one):
+    for doc, want in zip(docs, one_by_one, strict=True):
         assert dict(doc.cats) == pytest.approx(want, abs=1e-5)
 
 

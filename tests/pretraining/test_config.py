@@ -30,15 +30,16 @@ def test_file_then_overrides(tmp_path):
     assert cfg["optimizer"]["learning_rate"] == 0.5 and cfg["batch_size"] == 32  # the rest from defaults
 
 
-@pytest.mark.parametrize("text, overrides", [
-    ("[pretraining]\nmax_stepz = 3\n", {}),
-    ("[pretraining]\n", {"pretraining.masking.ratee": 0.2}),
-    ("[pretraining\n", {}),
+@pytest.mark.parametrize("text, overrides, message", [
+    ("[pretraining]\nmax_stepz = 3\n", {}, r"unknown setting \[pretraining\] max_stepz \(known: .*max_steps"),
+    ("[pretraining]\n", {"pretraining.masking.ratee": 0.2},
+     r"unknown setting \[pretraining.masking\] ratee \(known: .*\brate\b"),
+    ("[pretraining\n", {}, r"c\.cfg: cannot parse the config"),
 ])
-def test_mistakes_are_reported(tmp_path, text, overrides):
+def test_mistakes_are_reported(tmp_path, text, overrides, message):
     path = tmp_path / "c.cfg"
     path.write_text(text)
-    with pytest.raises(SpacyMlmError):
+    with pytest.raises(SpacyMlmError, match=message):
         load_pretraining_config(path, overrides)
 
 

@@ -1,5 +1,6 @@
 import json
 import logging
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -9,7 +10,10 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.pretraining.checkpoint import load_training_state
 from spacy_mlm.pretraining.config import load_pretraining_config
+from spacy_mlm.pretraining.data import MaskingSettings
 from spacy_mlm.pretraining.loop import pretrain
+from spacy_mlm.pretraining.masking import word_index
+from spacy_mlm.testing import SAMPLE_TEXT
 
 from .conftest import tiny_overrides
 
@@ -157,10 +161,36 @@ def test_from_scratch_trains_a_tokenizer(tmp_path, corpus_file, kind):
     assert len(history) == 3 and all(np.isfinite(r.get("loss", 0)) for r in history)
 
 
-def test_next_sentence_and_whole_word(tmp_path, corpus_file, tiny_model_dir):
+def test_next_sentence_and_whole_word(tmp_path, tiny_model_dir, monkeypatch):
+    """The batches the run masks: every word's pieces are chosen together (some
+    words of several pieces among them), and they hold sentence pairs, some of
+    them random (NSP label 1), with a second segment; the NSP loss is logged."""
+    # plural words ("cats": cat ##s) split into pieces in the tiny vocab, the sample text's words do not
+    plural = [" ".join(word.rstrip(".") + "s" for word in line.split()) for line in SAMPLE_TEXT]
+    corpus_file = tmp_path / "plural.txt"
+    corpus_file.write_text("\n\n".join("\n".join(plural[i:i + 4]) for i in range(0, len(plural), 4)), encoding="utf8")
+    batches = []
+    apply = MaskingSettings.apply
+
+    def recording(self, batch, rng):
+        batches.append((batch, apply(self, batch, rng)))
+        return batches[-1][1]
+
+    monkeypatch.setattr(MaskingSettings, "apply", recording)
     out, history = run(tmp_path, corpus_file, tiny_model_dir, **{
         "pretraining.next_sentence": True, "pretraining.masking.whole_word": True, "pretraining.max_steps": 2})
-    assert "nsp_loss" in history[-1] and 0 <= history[-1]["nsp_accuracy"] <= 1
+    chosen_words = Counter()  # how many pieces each chosen word had
+    for batch, masked in batches:
+        words, content = word_index(batch.word_starts), ~batch.special_mask.astype(bool)
+        for row in range(len(words)):
+            for word in np.unique(words[row][content[row]]):
+                chosen = masked.chosen[row][content[row] & (words[row] == word)]
+                assert chosen.all() or not chosen.any(), (row, word, chosen)
+                chosen_words[len(chosen)] += bool(chosen.all())
+    assert sum(n for pieces, n in chosen_words.items() if pieces > 1) > 0, chosen_words
+    labels = np.concatenate([batch.nsp_labels for batch, _ in batches])
+    assert set(labels.tolist()) == {0, 1} and all(batch.token_type_ids.any() for batch, _ in batches)
+    assert np.isfinite(history[-1]["nsp_loss"]) and history[-1]["nsp_loss"] > 0
     assert (out / "model" / "nsp_head.safetensors").exists()
 
 

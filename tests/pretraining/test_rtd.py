@@ -1,5 +1,6 @@
 """Replaced-token detection (ELECTRA): its labels and losses, the embeddings the
 generator shares with the discriminator, what a run saves, and resuming it."""
+import logging
 import shutil
 
 import pytest
@@ -182,7 +183,7 @@ def test_a_run_from_a_source_saves_the_discriminator_as_a_plain_encoder(tmp_path
 
 
 @pytest.mark.parametrize("sharing", ["shared", "disentangled"])
-def test_resuming_an_interrupted_run_continues_it_exactly(tmp_path, corpus_file, sharing):
+def test_resuming_an_interrupted_run_continues_it_exactly(tmp_path, corpus_file, sharing, caplog):
     """Stopped by max_time after its first step (a checkpoint is written), then
     resumed: the same losses and weights as the run that was never stopped."""
     settings = tiny_overrides(corpus_file, None, **RTD, **{"pretraining.max_steps": 5, "pretraining.eval_every": 5,
@@ -193,7 +194,9 @@ def test_resuming_an_interrupted_run_continues_it_exactly(tmp_path, corpus_file,
     shutil.copytree(tmp_path / "reference" / "tokenizer", out / "tokenizer")  # the same vocabulary
     pretrain(load_pretraining_config(None, {**settings, "pretraining.max_time": 1e-9}), out)
     assert [row["step"] for row in read_history(out) if "loss" in row] == [1]
-    pretrain(load_pretraining_config(None, settings), out, resume=True)
+    with caplog.at_level(logging.INFO):
+        pretrain(load_pretraining_config(None, settings), out, resume=True)
+    assert "Resumed from" in caplog.text and "step-00000001 at step 1" in caplog.text  # not a silent restart
     reference, resumed = read_history(tmp_path / "reference"), read_history(out)
     assert resumed[-1]["eval_rtd_loss"] == pytest.approx(reference[-1]["eval_rtd_loss"], rel=1e-6)
     for key in ("loss", "rtd_loss", "replaced"):

@@ -95,10 +95,16 @@ def test_killed_while_spacy_writes_its_own_files(saved, encoder_nlp, monkeypatch
     pipeline no longer loads, but the encoder, written before it, is complete."""
     path, _ = saved
     save_and_die(encoder_nlp, path, "spacy_vocab", monkeypatch)
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="Expected object or value"):  # the emptied vocab/strings.json
         spacy.load(path)
     model, tokenizer = load_backbone(path / "mlm_encoder" / "model")
     assert len(tokenizer) == model.get_input_embeddings().weight.shape[0]
+    # the encoder on disk is the new one, complete: every weight is the child's (the old + 1)
+    old = dict(get_hf_model(encoder_nlp.get_pipe("mlm_encoder").model).named_parameters())
+    new = dict(model.named_parameters())
+    assert new.keys() <= old.keys() and len(new) > 0
+    for name, weight in new.items():
+        torch.testing.assert_close(weight, old[name].detach().cpu() + 1.0, msg=name)
 
 
 def test_whole_pipeline_saved_through_atomic_directory_survives(saved, encoder_nlp, monkeypatch):

@@ -5,6 +5,7 @@ mlm_encoder load."""
 import json
 import random
 
+import numpy
 import pytest
 import torch
 
@@ -87,7 +88,7 @@ def test_loss_falls_on_a_toy_batch(raw_file, tiny_model_dir):
 
 def test_sense_tune_end_to_end_writes_an_encoder_that_automodel_and_mlm_encoder_load(raw_file, tiny_model_dir, tmp_path):
     import spacy
-    from transformers import AutoModel
+    from transformers import AutoModel, AutoTokenizer
 
     from spacy_mlm.cli import app
     from typer.testing import CliRunner
@@ -106,8 +107,11 @@ def test_sense_tune_end_to_end_writes_an_encoder_that_automodel_and_mlm_encoder_
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v2", "path": str(out)}})
     nlp.initialize()
-    doc = nlp("The river bank was muddy.")
-    assert doc._.mlm_encoding is not None
+    encoding = nlp("The river bank was muddy.")._.mlm_encoding
+    ids = torch.tensor([AutoTokenizer.from_pretrained(str(out)).build_inputs_with_special_tokens(encoding.piece_ids.tolist())])
+    with torch.no_grad():
+        expected = tuned.eval()(input_ids=ids).last_hidden_state[0]
+    numpy.testing.assert_allclose(encoding.hidden, expected[1:-1].numpy(), atol=1e-5)  # the tuned weights, as AutoModel reads them
 
 
 def test_too_few_sentences_or_a_bad_batch_are_refused(raw_file, tiny_model_dir, tmp_path):
@@ -133,13 +137,36 @@ def test_same_word_batches_put_one_word_in_several_contexts(tiny_model_dir):
     settings = SenseTuneSettings(batch_size=4, same_word=2)
     batch = next(same_word_batches(index, tokenizer, settings, random.Random(0)))
     assert len(batch) == 4
-    words = [tokenizer.decode([ids[p] for p in positions]).replace(" ", "").lower() for ids, positions in batch]
+    words = target_words(tokenizer, batch)
     assert words[0] == words[1] and words[2] == words[3] and words[0] != words[2], words
 
 
-def test_sense_tune_with_same_word_batches(raw_file, tiny_model_dir, tmp_path):
+def target_words(tokenizer, batch):
+    """The target word of each (piece ids, target positions) of an encoded batch."""
+    return [tokenizer.decode([ids[p] for p in positions]).replace(" ", "").lower() for ids, positions in batch]
+
+
+def test_sense_tune_with_same_word_batches(raw_file, tiny_model_dir, tmp_path, monkeypatch):
+    """The run trains on batches of two words, each in two different sentences."""
+    from transformers import AutoTokenizer
+
+    import spacy_mlm.pretraining.sense_tuning as sense_tuning
+
+    batches, loss = [], sense_tuning.sense_tuning_loss
+
+    def recording(model, tokenizer, encoded, *args):
+        batches.append(encoded)
+        return loss(model, tokenizer, encoded, *args)
+
+    monkeypatch.setattr(sense_tuning, "sense_tuning_loss", recording)
     summary = sense_tune(tiny_model_dir, [raw_file], tmp_path / "tuned",
                          SenseTuneSettings(steps=2, batch_size=4, same_word=2, learn_rate=1e-3), quiet=True)
     assert summary["first_loss"] > 0 and (tmp_path / "tuned" / "model.safetensors").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    assert len(batches) == 2
+    for batch in batches:
+        words = target_words(tokenizer, batch)
+        assert words[0] == words[1] != words[2] == words[3], words
+        assert batch[0][0] != batch[1][0] and batch[2][0] != batch[3][0]  # each word in two sentences
     with pytest.raises(SpacyMlmError, match="same_word"):
         sense_tune(tiny_model_dir, [raw_file], tmp_path / "x", SenseTuneSettings(steps=1, batch_size=4, same_word=3))

@@ -34,9 +34,9 @@ def test_every_item_owned_by_its_most_central_window(n, size, data):
 
 
 def test_bad_window_settings():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"window size must be positive, got 0"):
         window_spans(10, 0, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"window overlap must be in \[0, 5\), got 5"):
         window_spans(10, 5, 5)
 
 
