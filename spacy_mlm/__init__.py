@@ -46,6 +46,7 @@ from .scoring.similarity import cosine_rows  # noqa: E402
 from .tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
 
 # Contextual word vectors, word in context, word senses
+from .similarity.hooks import restore_vector_hooks  # noqa: E402
 from .similarity.layers import contextual_token_vectors, layer_indices  # noqa: E402
 from .similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
 from .similarity.senses import SenseInventory  # noqa: E402
@@ -74,7 +75,7 @@ __all__ = [
     "read_wic_split", "target_span", "wic_training_example", "read_wsd_corpus", "sentence_doc",
     "paired_bootstrap", "correctness_counts", "pearson", "spearman", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",
     "make_tag_labels", "spans_to_tags", "tags_to_spans",
-    "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
+    "restore_vector_hooks", "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
     "make_transform_chain", "labels_of", "mix_context", "pos_of", "threshold_evaluation", "wic_scores",
     "FillMask", "load_pretraining_config", "PretrainingExample", "MaskingSettings", "collate",
     "tokenize_documents", "pretrain", "to_inputs", "forward_precision", "uniform_distribution", "PretrainingModel",
