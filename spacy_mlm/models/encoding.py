@@ -12,7 +12,10 @@ What stays on the Doc after the pipeline ran is the encoder component's
 `store_encoding` setting (`STORE_ENCODINGS`): the device tensors ("device"),
 the same tensors moved to the host once every listener has read them ("host":
 a GPU process that keeps its Docs keeps its GPU memory flat), or nothing
-("none": `doc._.mlm_encoding` is None once the listeners have read it).
+("none": `doc._.mlm_encoding` is None once the listeners have read it). The
+readers are the listeners spaCy linked to the encoder when the pipeline was
+built or loaded: one whose component is disabled later (`nlp.select_pipes`)
+never reads, and its Docs keep their encodings as the encoder set them.
 
 A `DocEncoding` travels: `srsly` msgpack (so `doc.to_bytes()`, `DocBin(
 store_user_data=True)`, `nlp.pipe(n_process=N)`), pickle and `copy.deepcopy`
