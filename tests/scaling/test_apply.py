@@ -44,7 +44,7 @@ def reference(nlp, batch_size=64):
 
 def test_local_engine_writes_what_nlp_pipe_gives_in_input_order(saved_pipelines, tmp_path):
     summary = inference.apply_pipeline(saved_pipelines["crf"], write_input(tmp_path / "in.jsonl"), tmp_path / "out",
-                                       shard_size=2, quiet=True)
+                                       shard_size=2, workers=2, quiet=True)  # nlp.pipe with n_process = 2
     assert (summary.shards, summary.written, summary.skipped, summary.records) == (3, 3, 0, len(TEXTS))
     nlp = spacy.load(saved_pipelines["crf"])
     assert_same_docs(shard_docs(tmp_path / "out", nlp.vocab), reference(nlp))
@@ -118,3 +118,11 @@ def test_ray_engine_with_two_workers_gives_what_nlp_pipe_gives(local_ray, saved_
     assert (summary.shards, summary.written, summary.records) == (3, 3, len(TEXTS))
     nlp = spacy.load(saved_pipelines["crf"])
     assert_same_docs(shard_docs(tmp_path / "out", nlp.vocab), reference(nlp, batch_size=2))  # a worker's batch: a shard
+
+
+def test_a_folder_of_text_and_jsonl_files_reads_in_sorted_file_order(tmp_path):
+    (tmp_path / "b.txt").write_text("first line\n\n  \nsecond line {not json}\n", encoding="utf8")
+    write_input(tmp_path / "a.jsonl")
+    records, bad = read_records(tmp_path)
+    assert [r.text for r in records] == TEXTS + ["first line", "second line {not json}"] and bad == []
+    assert [(Path(r.file).name, r.line) for r in records[-2:]] == [("b.txt", 1), ("b.txt", 4)]
