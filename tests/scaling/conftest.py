@@ -69,6 +69,17 @@ def _pair_pipeline(model_dir):
     return nlp
 
 
+def _scores_pipeline(model_dir):
+    """A pair regressor (relatedness scores, as SICK's)."""
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(model_dir)}})
+    nlp.add_pipe("mlm_regressor")
+    nlp.initialize(lambda: [Example.from_dict(spacy_mlm.make_pair_doc(nlp, a, b), {"cats": {"relatedness": 1.0 + 3 * i}})
+                            for i, (a, b) in enumerate(PAIRS)])
+    return nlp
+
+
 def _senses_pipeline(model_dir):
     fix_random_seed(0)
     nlp = spacy.blank("en")
@@ -83,9 +94,9 @@ def _senses_pipeline(model_dir):
 def saved_pipelines(tiny_model_dir, tmp_path_factory):
     """{name: path} of saved pipelines: "ner" (softmax NER, textcat, vectors, senses
     inventory), "crf" (the same with a CRF), "int8" ("crf" run by an int8 ONNX
-    graph), "pairs" (a pair classifier), "senses" (mlm_senses)."""
+    graph), "pairs" (a pair classifier), "scores" (a pair regressor), "senses" (mlm_senses)."""
     root = tmp_path_factory.mktemp("pipelines")
-    paths = {name: root / name for name in ("ner", "crf", "int8", "pairs", "senses")}
+    paths = {name: root / name for name in ("ner", "crf", "int8", "pairs", "scores", "senses")}
     _ner_pipeline(tiny_model_dir, crf=False).to_disk(paths["ner"])
     _ner_pipeline(tiny_model_dir, crf=True).to_disk(paths["crf"])
     if _has_onnxruntime():
@@ -94,6 +105,7 @@ def saved_pipelines(tiny_model_dir, tmp_path_factory):
     else:
         del paths["int8"]
     _pair_pipeline(tiny_model_dir).to_disk(paths["pairs"])
+    _scores_pipeline(tiny_model_dir).to_disk(paths["scores"])
     _senses_pipeline(tiny_model_dir).to_disk(paths["senses"])
     return paths
 
@@ -108,7 +120,7 @@ def _has_onnxruntime() -> bool:
 
 def inputs_for(name: str, nlp):
     """What each pipeline reads: texts, or pair Docs."""
-    if name == "pairs":
+    if name in ("pairs", "scores"):
         return [spacy_mlm.make_pair_doc(nlp, a, b) for a, b in PAIRS]
     if name == "senses":  # WiC pairs (their two targets in doc.spans) and single texts
         return [eg.predicted for eg in registry.readers.get("spacy_mlm.WiCCorpus.v1")(WIC, limit=2)(nlp)] + TEXTS[:2]

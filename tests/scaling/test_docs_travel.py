@@ -19,7 +19,7 @@ from spacy_mlm.models.encoding import DocEncoding
 
 from .conftest import TEXTS, assert_same_docs, inputs_for, snapshot
 
-PIPELINES = ["ner", "crf", "int8", "pairs", "senses"]
+PIPELINES = ["ner", "crf", "int8", "pairs", "scores", "senses"]
 
 
 def _through_bytes(docs, nlp):
@@ -57,6 +57,8 @@ def test_what_the_docs_of_each_pipeline_carry(saved_pipelines):
     pairs = spacy.load(saved_pipelines["pairs"])
     pair_doc = pairs(inputs_for("pairs", pairs)[0])
     assert pair_doc._.mlm_pair_start is not None and set(pair_doc.cats) == {"entailment", "contradiction"}
+    scores = spacy.load(saved_pipelines["scores"])
+    assert set(scores(inputs_for("scores", scores)[0]).cats) == {"relatedness"}
     senses = spacy.load(saved_pipelines["senses"])
     sense_doc = senses(inputs_for("senses", senses)[0])
     assert isinstance(sense_doc._.sense_similarity, float) and sense_doc._.same_sense in (True, False)
