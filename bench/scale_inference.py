@@ -1,7 +1,7 @@
 """Inference beyond one process: words/s of a MiniLM NER pipeline (mlm_encoder +
 mlm_ner) over WikiText-2 paragraphs in one process, in two (`nlp.pipe(...,
 n_process=2)`), and as a batch job on a local Ray with one and with two workers
-(`spacy_mlm.inference.apply_pipeline(engine="ray")`), each process or worker on
+(`spacy_mlm.apply_pipeline(engine="ray")`), each process or worker on
 one torch thread.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/scale_inference.py [--quick]
@@ -34,7 +34,6 @@ import srsly  # noqa: E402
 import torch  # noqa: E402
 
 import spacy_mlm  # noqa: E402
-from spacy_mlm.inference import apply_pipeline  # noqa: E402
 from encode_speed import read_paragraphs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +64,7 @@ def ray_wps(pipeline: Path, texts, n_words, workers, batch_size, work: Path) -> 
     srsly.write_jsonl(input_path, [{"text": t} for t in texts])
     shard_size = math.ceil(len(texts) / 8)  # several shards a worker, so both have work to the end
     start = time.perf_counter()
-    apply_pipeline(pipeline, input_path, work / f"ray_{workers}", engine="ray", workers=workers,
+    spacy_mlm.apply_pipeline(pipeline, input_path, work / f"ray_{workers}", engine="ray", workers=workers,
                    batch_size=batch_size, shard_size=shard_size, quiet=True)
     return n_words / (time.perf_counter() - start)
 

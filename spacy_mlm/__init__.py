@@ -24,6 +24,7 @@ from .models.encoder import get_hf_model  # noqa: E402
 from .models.hf import load_mlm_model  # noqa: E402
 from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402
 from .pipeline.encoder import MLMEncoder  # noqa: E402
+from .inference import apply_pipeline  # noqa: E402
 from .tokenization.batching import length_batches  # noqa: E402
 from .tokenization.pair import make_pair_doc  # noqa: E402
 
@@ -69,7 +70,7 @@ from .testing import make_tiny_bert  # noqa: E402
 
 __all__ = [
     "__version__",
-    "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "make_pair_doc",
+    "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "apply_pipeline", "make_pair_doc",
     "length_batches",
     "select", "conll_documents_to_docs", "read_conll", "read_corpus", "read_nli", "read_pair_scores", "read_textcat",
     "read_wic_split", "target_span", "wic_training_example", "read_wsd_corpus", "sentence_doc",
