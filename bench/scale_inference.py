@@ -42,6 +42,7 @@ DATA = ROOT / ".." / "shared" / "data"
 
 def ner_pipeline(model: str, conll: Path, out: Path) -> Path:
     """MiniLM + mlm_ner initialized on the first 50 sentences of `conll`, saved to `out`."""
+    spacy.util.fix_random_seed(0)  # the head's initial weights: the same pipeline every run
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": model}})
     nlp.add_pipe("mlm_ner", name="ner")
