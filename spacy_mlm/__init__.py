@@ -24,6 +24,7 @@ from .models.encoder import get_hf_model  # noqa: E402
 from .models.hf import load_mlm_model  # noqa: E402
 from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402
 from .pipeline.encoder import MLMEncoder  # noqa: E402
+from .inference import apply_pipeline  # noqa: E402
 from .tokenization.batching import length_batches  # noqa: E402
 from .tokenization.pair import make_pair_doc  # noqa: E402
 
@@ -46,6 +47,7 @@ from .scoring.similarity import cosine_rows  # noqa: E402
 from .tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
 
 # Contextual word vectors, word in context, word senses
+from .similarity.hooks import restore_vector_hooks  # noqa: E402
 from .similarity.layers import contextual_token_vectors, layer_indices  # noqa: E402
 from .similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
 from .similarity.senses import SenseInventory  # noqa: E402
@@ -71,13 +73,13 @@ from .training.precision import precision_setting  # noqa: E402
 
 __all__ = [
     "__version__",
-    "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "make_pair_doc",
+    "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "apply_pipeline", "make_pair_doc",
     "length_batches",
     "select", "conll_documents_to_docs", "read_conll", "read_corpus", "read_nli", "read_pair_scores", "read_textcat",
     "read_wic_split", "target_span", "wic_training_example", "read_wsd_corpus", "sentence_doc",
     "paired_bootstrap", "correctness_counts", "pearson", "spearman", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",
     "make_tag_labels", "spans_to_tags", "tags_to_spans",
-    "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
+    "restore_vector_hooks", "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
     "make_transform_chain", "labels_of", "mix_context", "pos_of", "threshold_evaluation", "wic_scores",
     "FillMask", "load_pretraining_config", "PretrainingExample", "MaskingSettings", "collate",
     "tokenize_documents", "pretrain", "to_inputs", "forward_precision", "uniform_distribution", "PretrainingModel",

@@ -26,3 +26,4 @@ from . import init_config, debug_data  # noqa: E402,F401
 from . import optimize  # noqa: E402,F401
 from . import sense_tune  # noqa: E402,F401
 from . import train  # noqa: E402,F401
+from . import apply  # noqa: E402,F401

@@ -142,15 +142,19 @@ def build_hf_encoder_v2(
         CPUs, at an accuracy cost to measure: bench/inference_speed.py).
     fp32_layers: with int8, transformer layers whose matmuls stay fp32 (-1 = the last)."""
 
-    def load(model: Model, X=None, Y=None) -> None:
-        _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
-        set_inference_graph(model, None)
-
     options = dict(
         window=window, overlap=overlap, trainable_layers=trainable_layers,
         backend=backend, precision=precision, fp32_layers=list(fp32_layers),
     )
+    load = functools.partial(_load_pretrained, path, output_hidden_states)
     return _encoder_model(load, path, output_hidden_states, max_batch_pieces, **options)
+
+
+def _load_pretrained(path: str, output_hidden_states: bool, model: Model, X=None, Y=None) -> None:
+    """HFEncoder's init: load the transformer. A module-level function under
+    functools.partial, not a closure, so that a pipeline pickles."""
+    _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
+    set_inference_graph(model, None)
 
 
 @registry.architectures("spacy_mlm.ScratchEncoder.v1")
@@ -203,28 +207,20 @@ def build_scratch_encoder_v2(
     The other settings are HFEncoder.v2's; with backend = "onnx" the graph is
     exported from the weights a saved pipeline loads (random ones in `initialize`)."""
 
-    def build(model: Model, X=None, Y=None) -> None:
-        _set_backbone(
-            model,
-            *build_scratch_backbone(
-                tokenizer_path,
-                architecture,
-                hidden_width,
-                depth,
-                n_heads,
-                intermediate_width,
-                max_positions,
-                dropout,
-                output_hidden_states=output_hidden_states,
-            ),
-        )
-        set_inference_graph(model, None)
-
     options = dict(
         window=window, overlap=overlap, trainable_layers=trainable_layers,
         backend=backend, precision=precision, fp32_layers=list(fp32_layers),
     )
+    sizes = (architecture, hidden_width, depth, n_heads, intermediate_width, max_positions, dropout)
+    build = functools.partial(_build_scratch, tokenizer_path, sizes, output_hidden_states)
     return _encoder_model(build, tokenizer_path, output_hidden_states, max_batch_pieces, **options)
+
+
+def _build_scratch(tokenizer_path: str, sizes: tuple, output_hidden_states: bool, model: Model, X=None, Y=None) -> None:
+    """ScratchEncoder's init: a random transformer of `sizes` (build_scratch_backbone's
+    order); a partial, not a closure, so that a pipeline pickles."""
+    _set_backbone(model, *build_scratch_backbone(tokenizer_path, *sizes, output_hidden_states=output_hidden_states))
+    set_inference_graph(model, None)
 
 
 def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:

@@ -7,12 +7,29 @@ read `doc._.mlm_encoding.hidden` / `.cls` / `.layers` as numpy arrays on the
 CPU, copied on first access (on a CPU, a view without copy); `.pooled` is the
 model's own pooled output (dense + tanh over [CLS]) where it has a pretrained
 pooler, else None.
+
+What stays on the Doc after the pipeline ran is the encoder component's
+`store_encoding` setting (`STORE_ENCODINGS`): the device tensors ("device"),
+the same tensors moved to the host once every listener has read them ("host":
+a GPU process that keeps its Docs keeps its GPU memory flat), or nothing
+("none": `doc._.mlm_encoding` is None once the listeners have read it). The
+readers are the listeners spaCy linked to the encoder when the pipeline was
+built or loaded: one whose component is disabled later (`nlp.select_pipes`)
+never reads, and its Docs keep their encodings as the encoder set them.
+
+A `DocEncoding` travels: `srsly` msgpack (so `doc.to_bytes()`, `DocBin(
+store_user_data=True)`, `nlp.pipe(n_process=N)`), pickle and `copy.deepcopy`
+write its tensors as host arrays (`to_dict`) and read them back as CPU tensors.
+The msgpack encoder and decoder are registered with srsly when spacy_mlm is
+imported (`spacy.load` of a pipeline with our components imports it); not as
+srsly entry points, which srsly loads while spaCy itself is being imported.
 """
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
+import srsly
 import torch
 from spacy.tokens import Doc
 
@@ -21,6 +38,9 @@ from ..tokenization.tokenizer import DocPieces
 from .pooling import pool_tokens
 
 ENCODING_ATTR = "mlm_encoding"
+STORE_ENCODINGS = ("device", "host", "none")
+# the key that marks a DocEncoding in msgpack data
+MSGPACK_KEY = "__spacy_mlm_doc_encoding__"
 
 
 def install_encoding_extension() -> None:
@@ -59,6 +79,9 @@ class DocEncoding:
     layers_tensor: Optional[torch.Tensor] = None  # (n_layers + 1, n_pieces, width)
     pieces: List[str] = field(default_factory=list)
     pooled_tensor: Optional[torch.Tensor] = None  # (width,) the model's pooler over [CLS]; None without one
+    # set by the encoder component: the listeners yet to read it, and what then stays (STORE_ENCODINGS)
+    readers_left: Optional[Set[int]] = field(default=None, repr=False, compare=False)
+    store: str = field(default="device", repr=False, compare=False)
 
     @cached_property
     def hidden(self) -> np.ndarray:
@@ -98,3 +121,79 @@ class DocEncoding:
         else:
             source = self.layers_tensor[layer]
         return _host(pool_tokens(source, self.alignment, pooling))
+
+    # -- what stays on the Doc --------------------------------------------------------
+    def await_readers(self, doc: Doc, readers: Iterable[Any], store: str) -> None:
+        """Keep the device tensors until each of `readers` (listeners) has read
+        them, then apply `store` (at once when there are none)."""
+        self.store = store
+        self.readers_left = {id(reader) for reader in readers}
+        if not self.readers_left:
+            self._settle(doc)
+
+    def read_by(self, doc: Doc, reader: Any) -> None:
+        """`reader` has read this encoding of `doc`; the last reader settles it."""
+        if self.readers_left is None:
+            return
+        self.readers_left.discard(id(reader))
+        if not self.readers_left:
+            self._settle(doc)
+
+    def _settle(self, doc: Doc) -> None:
+        self.readers_left = None
+        if self.store == "none":
+            doc._.set(ENCODING_ATTR, None)
+        elif self.store == "host":
+            self.hidden_tensor, self.cls_tensor = _on_host(self.hidden_tensor), _on_host(self.cls_tensor)
+            self.layers_tensor, self.pooled_tensor = _on_host(self.layers_tensor), _on_host(self.pooled_tensor)
+
+    # -- serialization ----------------------------------------------------------------
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain data (numpy arrays, lists, numbers): what msgpack and pickle write."""
+        a = self.alignment
+        return {
+            "piece_ids": np.asarray(self.piece_ids), "piece_offsets": np.asarray(self.piece_offsets),
+            "alignment": [a.n_tokens, a.n_pieces, np.asarray(a.token_index), np.asarray(a.piece_index)],
+            "pieces": list(self.pieces),
+            "tensors": {name: _host(getattr(self, name)) for name in _TENSORS},  # float32, as the encoder gives
+        }
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "DocEncoding":
+        n_tokens, n_pieces, token_index, piece_index = data["alignment"]
+        alignment = Alignment(int(n_tokens), int(n_pieces), np.array(token_index), np.array(piece_index))
+        tensors = {name: _tensor_from_data(value) for name, value in data["tensors"].items()}
+        return cls(np.array(data["piece_ids"]), np.array(data["piece_offsets"]), alignment,
+                   pieces=list(data["pieces"]), **tensors)
+
+    def __reduce__(self):
+        """Pickle and deepcopy go through `to_dict`: device-independent, and the
+        host arrays a process without the model's device can read."""
+        return (DocEncoding.from_dict, (self.to_dict(),))
+
+
+_TENSORS = ("hidden_tensor", "cls_tensor", "layers_tensor", "pooled_tensor")
+
+
+def _on_host(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return None if tensor is None else tensor.cpu()  # the same tensor where it already is there
+
+
+def _tensor_from_data(value: Optional[np.ndarray]) -> Optional[torch.Tensor]:
+    return None if value is None else torch.from_numpy(np.array(value))  # a copy: msgpack's arrays are read-only
+
+
+@srsly.msgpack_encoders("spacy_mlm_doc_encoding")
+def encode_doc_encoding(obj: Any, chain=None) -> Any:
+    """srsly msgpack encoder: a `DocEncoding` as `{MSGPACK_KEY: to_dict()}`."""
+    if isinstance(obj, DocEncoding):
+        return {MSGPACK_KEY: obj.to_dict()}
+    return obj if chain is None else chain(obj)
+
+
+@srsly.msgpack_decoders("spacy_mlm_doc_encoding")
+def decode_doc_encoding(obj: Any, chain=None) -> Any:
+    """srsly msgpack decoder of `encode_doc_encoding`'s output."""
+    if isinstance(obj, dict) and MSGPACK_KEY in obj:
+        return DocEncoding.from_dict(obj[MSGPACK_KEY])
+    return obj if chain is None else chain(obj)

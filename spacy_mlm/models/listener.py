@@ -20,7 +20,7 @@ from spacy.errors import Errors
 from spacy.ml.models.tok2vec import Tok2VecListener
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, get_current_ops, torch2xp, xp2torch
+from thinc.api import Model, get_current_ops, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats2d, Ragged
 
 from ..errors import SpacyMlmError
@@ -56,6 +56,12 @@ class EncoderListener(Model):
         self._batch_id = batch_id
         self._outputs = outputs
         self._backprop = backprop
+
+    def __getstate__(self):
+        """Pickled without the last training batch and its backprop callback (a
+        closure of the encoder's update): a pipeline pickles after training."""
+        attributes, slots = super().__getstate__()  # thinc's Model has __slots__ too
+        return {**attributes, "_batch_id": None, "_outputs": None, "_backprop": None}, slots
 
     def verify_inputs(self, inputs: Sequence[Doc]) -> bool:
         if self._batch_id is None and self._outputs is None:
@@ -173,7 +179,9 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         _check_pooler(model, encoding.pooled_tensor is not None)
         rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.alignment,
                      doc)
-        outputs.append(_to_thinc(pooling, rows, encoding.alignment))
+        # an encoding kept on the host (store_encoding = "host", or read from bytes) goes to the model's device
+        outputs.append(_to_thinc(pooling, rows.to(get_torch_default_device()), encoding.alignment))
+        encoding.read_by(doc, model)
     return outputs, lambda d_outputs: []
 
 

@@ -231,6 +231,10 @@ class OnnxBackbone:
     def save(self, path: Union[str, Path]) -> None:
         atomic_write_bytes(path, self.graph)
 
+    def __reduce__(self):
+        """Pickled as its graph (an ONNX Runtime session cannot be): a new session on unpickling."""
+        return (OnnxBackbone, (self.graph,))
+
     def __call__(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None,
         output_hidden_states: bool = False, return_dict: bool = True,

@@ -18,8 +18,8 @@ from ..models.hf import load_backbone, save_backbone
 from ..models.listener import EncoderListener
 from ..models.onnx_backbone import ONNX_FILE, OnnxBackbone
 from ..models.encoder import _set_backbone, get_hf_model, set_inference_graph, to_doc_encodings
-from ..models.encoding import ENCODING_ATTR, DocEncoding, install_encoding_extension
-from ..errors import ModelLoadError
+from ..models.encoding import ENCODING_ATTR, STORE_ENCODINGS, DocEncoding, install_encoding_extension
+from ..errors import ModelLoadError, SpacyMlmError
 from ..tokenization.context import check_context, install_context_extension
 from ..tokenization.pair import install_pair_extension
 from ..util.io import atomic_write_text, directory_from_bytes, directory_to_bytes
@@ -45,9 +45,12 @@ DEFAULT_ENCODER_CONFIG = Config().from_str(DEFAULT_ENCODER_MODEL)
 @Language.factory(
     "mlm_encoder",
     assigns=[f"doc._.{ENCODING_ATTR}"],
-    default_config={"model": DEFAULT_ENCODER_CONFIG["model"], "context": "none", "context_pieces": 64},
+    default_config={
+        "model": DEFAULT_ENCODER_CONFIG["model"], "context": "none", "context_pieces": 64, "store_encoding": "host",
+    },
 )
-def make_mlm_encoder(nlp: Language, name: str, model: Model, context: str, context_pieces: int) -> "MLMEncoder":
+def make_mlm_encoder(nlp: Language, name: str, model: Model, context: str, context_pieces: int,
+                     store_encoding: str) -> "MLMEncoder":
     """A transformer encoder (BERT, RoBERTa, XLM-R, DistilBERT...) shared by the
     components that listen to it. `model.path` names a local Hugging Face directory.
     Weights load in `nlp.initialize()`, or from the saved pipeline in `spacy.load`.
@@ -56,17 +59,27 @@ def make_mlm_encoder(nlp: Language, name: str, model: Model, context: str, conte
         Doc (`token.is_sent_start`) in a window of its own with up to
         `context_pieces` pieces of its document on either side: the Doc's other
         sentences and `doc._.mlm_context` (see `tokenization/context.py`); vectors
-        are only ever taken for the Doc's own pieces."""
+        are only ever taken for the Doc's own pieces.
+    store_encoding: what `doc._.mlm_encoding` keeps once every listener has read
+        it: "host" (the hidden states moved to the CPU: a GPU process that keeps its
+        Docs keeps its GPU memory flat; `mlm_vectors` and `mlm_senses` read them
+        there), "device" (left on the model's device, no copy) or "none" (set to
+        None: Docs carry no hidden states; `mlm_vectors` then finds none).
+        Entities, cats and vectors are the same whatever it is."""
     install_encoding_extension()
     install_pair_extension()
     install_context_extension()
-    return MLMEncoder(nlp.vocab, model, name=name, context=context, context_pieces=context_pieces)
+    return MLMEncoder(nlp.vocab, model, name=name, context=context, context_pieces=context_pieces,
+                      store_encoding=store_encoding)
 
 
 class MLMEncoder(TrainablePipe):
     def __init__(self, vocab, model: Model, name: str = "mlm_encoder", *, context: str = "none",
-                 context_pieces: int = 64):
+                 context_pieces: int = 64, store_encoding: str = "host"):
         check_context(context, context_pieces)
+        if store_encoding not in STORE_ENCODINGS:
+            raise SpacyMlmError(f"store_encoding must be one of {', '.join(STORE_ENCODINGS)}, got {store_encoding!r}")
+        self.store_encoding = store_encoding
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -129,8 +142,11 @@ class MLMEncoder(TrainablePipe):
         return to_doc_encodings(batch, self.model.attrs["tokenizer"])
 
     def set_annotations(self, docs: Iterable[Doc], encodings: List[DocEncoding]) -> None:
+        readers = self.listeners
         for doc, encoding in zip(docs, encodings):
             doc._.set(ENCODING_ATTR, encoding)
+            if self.store_encoding != "device":
+                encoding.await_readers(doc, readers, self.store_encoding)
 
     # -- training ---------------------------------------------------------------
     def update(

@@ -149,7 +149,8 @@ class ContextualVectors(SenseLookup, Pipe):
         encoding = doc._.get(ENCODING_ATTR) if Doc.has_extension(ENCODING_ATTR) else None
         if encoding is None:
             raise SpacyMlmError(
-                f"'{self.name}' found no doc._.{ENCODING_ATTR}: put an mlm_encoder before it in the pipeline"
+                f"'{self.name}' found no doc._.{ENCODING_ATTR}: put an mlm_encoder before it in the pipeline "
+                "(with store_encoding = \"host\" or \"device\": \"none\" keeps none)"
             )
         return transform_input(encoding, self.pooling, self.layer, self.n_layers, self.transform.needs_static)
 

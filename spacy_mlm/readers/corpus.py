@@ -34,17 +34,23 @@ def read_text_documents(path: PathLike) -> Iterator[Document]:
         yield segments
 
 
+def jsonl_text(path: PathLike, number: int, line: str, text_field: str = "text") -> str:
+    """The text of one JSONL line (its `text_field`, a string), or a DataFormatError naming the line."""
+    record = parse_json_line(path, number, line)
+    if text_field not in record:
+        fields = ", ".join(sorted(record)) or "none"
+        raise DataFormatError(path, number, f"missing field '{text_field}' (fields present: {fields})")
+    text = record[text_field]
+    if not isinstance(text, str):
+        raise DataFormatError(path, number, f"field '{text_field}' must be a string, got {type(text).__name__}")
+    return text
+
+
 def read_jsonl_documents(path: PathLike, text_field: str = "text") -> Iterator[Document]:
     for number, line in iter_lines(path):
         if not line.strip():
             continue
-        record = parse_json_line(path, number, line)
-        if text_field not in record:
-            fields = ", ".join(sorted(record)) or "none"
-            raise DataFormatError(path, number, f"missing field '{text_field}' (fields present: {fields})")
-        text = record[text_field]
-        if not isinstance(text, str):
-            raise DataFormatError(path, number, f"field '{text_field}' must be a string, got {type(text).__name__}")
+        text = jsonl_text(path, number, line, text_field)
         segments = [part.strip() for part in text.split("\n") if part.strip()]
         if segments:
             yield segments

@@ -73,3 +73,15 @@ def install_vector_hooks(doc: Doc) -> None:
     # under that name; its default computes the norm from our span vector.
     doc.user_span_hooks.update(vector=span_vector, has_vector=_has_vector, similarity=_cosine)
     doc.user_hooks.update(vector=doc_vector, has_vector=_has_vector, vector_norm=_norm, similarity=_cosine)
+
+
+def restore_vector_hooks(doc: Doc) -> Doc:
+    """Install the hooks again on a Doc read back with `Doc.from_bytes`, from a
+    `DocBin` or from `nlp.pipe(..., n_process=N)`: spaCy serializes
+    `doc._.mlm_vectors` (user data) but not user hooks (its warning W109), so
+    `token.vector` would otherwise fall back to static vectors. Pickle and
+    `copy.deepcopy` keep the hooks. A Doc without contextual vectors is left as it is."""
+    install_vectors_extension()
+    if doc._.get(VECTORS_ATTR) is not None:
+        install_vector_hooks(doc)
+    return doc

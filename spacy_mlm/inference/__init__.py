@@ -1,0 +1,84 @@
+"""Batch inference: a saved pipeline over JSONL/text files, on local processes
+or a Ray cluster, written as DocBin or JSONL shards in input order
+(`apply_pipeline`, `python -m spacy_mlm apply`)."""
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Union
+
+from ..errors import SpacyMlmError
+from ..util.io import atomic_write_bytes
+from ..util.progress import Progress
+from .engines import run_local, run_ray
+from .records import BadRecord, read_records
+from .shards import check_format, claim_output_dir, shard_path, split_shards
+
+ENGINES = ("local", "ray")
+
+
+@dataclass
+class ApplySummary:
+    shards: int  # in the job
+    written: int  # shards written by this run
+    skipped: int  # shards a previous run had written
+    records: int  # records annotated by this run
+    bad_records: List[BadRecord] = field(default_factory=list)
+
+
+def apply_pipeline(
+    pipeline: Union[str, Path],
+    input_path: Union[str, Path],
+    output_dir: Union[str, Path],
+    *,
+    engine: str = "local",
+    workers: int = 1,
+    batch_size: int = 64,
+    shard_size: int = 1000,
+    output_format: str = "docbin",
+    on_bad_record: str = "stop",
+    text_key: str = "text",
+    address: Optional[str] = None,
+    gpus_per_worker: float = 0.0,
+    quiet: bool = False,
+) -> ApplySummary:
+    """Annotate every record of `input_path` (a JSONL or text file, or a directory
+    of them) with the saved `pipeline` and write `output_dir/shard-NNNNN.spacy`
+    (DocBin with user data) or `.jsonl` (file, line, text, ents, cats): `shard_size`
+    consecutive records each, in input order. Shards already written by an
+    earlier run of the same job are skipped; each shard is written atomically.
+
+    engine: "local" (`nlp.pipe` with n_process = `workers`) or "ray" (Ray Data,
+        `workers` actors with `gpus_per_worker` GPUs each, on the cluster at
+        `address`, or the running / a new local Ray).
+    on_bad_record: "stop" raises on the first bad record (file and line) before
+        anything is written; "skip" leaves bad records out and lists them."""
+    if engine not in ENGINES:
+        raise SpacyMlmError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    check_format(output_format)
+    for name, value in (("workers", workers), ("batch_size", batch_size)):
+        if value < 1:
+            raise SpacyMlmError(f"{name} must be >= 1, got {value}")
+    if gpus_per_worker < 0 or (gpus_per_worker and engine != "ray"):
+        raise SpacyMlmError(f"gpus_per_worker must be >= 0 and needs engine ray, got {gpus_per_worker} with {engine!r}")
+    pipeline, output_dir = str(Path(pipeline).resolve()), Path(output_dir)
+    records, bad = read_records(input_path, text_key, on_bad_record)
+    shards = split_shards(records, shard_size)
+    job = {"pipeline": pipeline, "input": str(Path(input_path).resolve()), "records": len(records),
+           "shard_size": shard_size, "format": output_format, "text_key": text_key}
+    claim_output_dir(output_dir, job)
+    pending = [(n, shard) for n, shard in enumerate(shards) if not shard_path(output_dir, n, output_format).exists()]
+    summary = ApplySummary(len(shards), 0, len(shards) - len(pending), 0, bad)
+    if not pending:
+        return summary
+    sizes = {n: len(shard) for n, shard in pending}
+    if engine == "ray":
+        results = run_ray(pipeline, pending, output_format, workers, batch_size, address, gpus_per_worker)
+    else:
+        results = run_local(pipeline, pending, output_format, workers, batch_size)
+    done_before = len(records) - sum(sizes.values())
+    with Progress(len(records), "apply", "records", initial=done_before, quiet=quiet) as progress:
+        for number, payload in results:
+            atomic_write_bytes(shard_path(output_dir, number, output_format), payload)
+            summary.written += 1
+            summary.records += sizes[number]
+            progress.update(sizes[number])
+    return summary
