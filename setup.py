@@ -58,6 +58,7 @@ setup(
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.models.listener:build_encoder_piece_listener_v1",
             "spacy_mlm.TokenTagger.v3 = spacy_mlm.models.tagger:build_token_tagger_v3",
             "spacy_mlm.ClassifierHead.v3 = spacy_mlm.models.classifier:build_classifier_head_v3",
+            "spacy_mlm.ClassifierHead.v4 = spacy_mlm.models.classifier:build_classifier_head_v4",
             "spacy_mlm.RegressionHead.v1 = spacy_mlm.models.classifier:build_regression_head_v1",
             "spacy_mlm.SenseHead.v1 = spacy_mlm.models.senses:build_sense_head_v1",
             "spacy_mlm.SenseHead.v2 = spacy_mlm.models.senses:build_sense_head_v2",

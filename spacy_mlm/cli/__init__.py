@@ -25,3 +25,4 @@ from . import evaluate  # noqa: E402,F401
 from . import init_config, debug_data  # noqa: E402,F401
 from . import optimize  # noqa: E402,F401
 from . import sense_tune  # noqa: E402,F401
+from . import hf_interop  # noqa: E402,F401

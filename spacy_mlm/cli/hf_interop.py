@@ -1,0 +1,32 @@
+"""`spacy_mlm import-hf` and `spacy_mlm export-hf`: fine-tuned Hugging Face
+token and sequence classifiers into spaCy pipelines and back (the work is in
+`spacy_mlm/interop/hf_heads.py`)."""
+from pathlib import Path
+
+import typer
+
+from . import app
+
+
+@app.command("import-hf", short_help="A fine-tuned HF classifier as a spaCy pipeline.")
+def import_hf_cli(
+    model_dir: Path = typer.Argument(..., help="local *ForTokenClassification or *ForSequenceClassification directory"),
+    output: Path = typer.Argument(..., help="where to write the spaCy pipeline"),
+    task: str = typer.Option(None, help="ner, textcat or pairs (default: from config.json; NLI labels give pairs)"),
+    lang: str = typer.Option("en", help="language of the pipeline's tokenizer"),
+    crf: bool = typer.Option(False, "--crf", help="ner: add a CRF, its transitions starting at zero"),
+    constrained: bool = typer.Option(
+        False, "--constrained", help="ner: decode under the tag scheme's constraints (default: the argmax, as HF)"
+    ),
+):
+    """Write OUTPUT: mlm_encoder with MODEL_DIR's encoder and mlm_ner or mlm_textcat
+    holding its trained classifier. It predicts at once, trains further with
+    `spacy train` and runs through `spacy_mlm optimize`."""
+    from ..interop.hf_heads import import_hf
+    from ..util.save import save_atomically
+
+    nlp = import_hf(model_dir, task=task, lang=lang, crf=crf, constrained=constrained)
+    save_atomically(nlp, output)
+    head = nlp.get_pipe(nlp.pipe_names[-1])
+    detail = f", scheme {head.cfg['scheme']}" if "scheme" in head.cfg else ""
+    typer.echo(f"wrote {output}: {' + '.join(nlp.pipe_names)}, labels {list(head.labels)}{detail}")
