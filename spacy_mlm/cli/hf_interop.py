@@ -30,3 +30,26 @@ def import_hf_cli(
     head = nlp.get_pipe(nlp.pipe_names[-1])
     detail = f", scheme {head.cfg['scheme']}" if "scheme" in head.cfg else ""
     typer.echo(f"wrote {output}: {' + '.join(nlp.pipe_names)}, labels {list(head.labels)}{detail}")
+
+
+@app.command("export-hf", short_help="A pipeline's tagger or classifier as an HF directory.")
+def export_hf_cli(
+    pipeline: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_ner or mlm_textcat"),
+    output: Path = typer.Argument(..., help="where to write the Hugging Face directory"),
+    component: str = typer.Option(None, help="the mlm_ner or mlm_textcat to export (default: the only one)"),
+    refuse_crf: bool = typer.Option(
+        False, "--refuse-crf", help="fail on a CRF tagger instead of exporting its emissions with a warning"
+    ),
+):
+    """Write OUTPUT: a *ForTokenClassification or *ForSequenceClassification directory
+    (config.json with id2label, safetensors, tokenizer) of COMPONENT and its encoder,
+    which transformers' pipelines load."""
+    import spacy
+
+    import spacy_mlm  # noqa: F401  (registers the factories)
+    from ..interop.hf_heads import export_hf
+
+    if not (pipeline / "config.cfg").is_file():
+        raise typer.BadParameter(f"{pipeline} is not a saved spaCy pipeline (no config.cfg)")
+    architecture = export_hf(spacy.load(pipeline), output, component=component, refuse_crf=refuse_crf)
+    typer.echo(f"wrote {output} ({architecture})")

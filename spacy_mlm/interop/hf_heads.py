@@ -261,3 +261,144 @@ def _set_classifier_weights(component, params: Dict[str, torch.Tensor], head: Se
         if name is not None:
             layer.weight.copy_(params[f"{name}.weight"])
             layer.bias.copy_(params[f"{name}.bias"])
+
+
+# -- export -------------------------------------------------------------------------
+def _exported_component(nlp, name: Optional[str]) -> str:
+    """The mlm_ner or mlm_textcat to export: `name`, or the pipeline's only one."""
+    heads = [pipe for pipe, _ in nlp.pipeline if nlp.get_pipe_meta(pipe).factory in ("mlm_ner", "mlm_textcat")]
+    if name is not None:
+        if name not in heads:
+            raise SpacyMlmError(f"--component {name!r} is not an mlm_ner or mlm_textcat of the pipeline (those: {heads})")
+        return name
+    if len(heads) != 1:
+        raise SpacyMlmError(
+            f"the pipeline has {len(heads)} mlm_ner/mlm_textcat components ({heads}): name the one to export "
+            "with --component" if heads else "the pipeline has no mlm_ner or mlm_textcat component to export"
+        )
+    return heads[0]
+
+
+def _listened_encoder(nlp, name: str):
+    for pipe, component in nlp.pipeline:
+        if nlp.get_pipe_meta(pipe).factory == "mlm_encoder" and name in component.listener_map:
+            return component
+    raise SpacyMlmError(f"'{name}' listens to no mlm_encoder of the pipeline: there is no encoder to export with it")
+
+
+def _task_model(auto, hf_model, labels: List[str], **config_settings):
+    """A fresh `auto` model on a copy of the encoder's config, `labels` as its
+    id2label, the encoder's weights in its backbone (a pooler the task model has
+    no place for is left out; one it needs and the encoder lacks is an error)."""
+    import copy
+
+    config = copy.deepcopy(hf_model.config)
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {label: i for i, label in enumerate(labels)}
+    config.output_hidden_states = False
+    for key, value in config_settings.items():
+        setattr(config, key, value)
+    model = auto.from_config(config)
+    backbone = model.base_model.state_dict()
+    state = {key: value for key, value in hf_model.state_dict().items() if key in backbone}
+    missing = sorted(set(backbone) - set(state))
+    if missing:
+        raise SpacyMlmError(
+            f"{type(model).__name__} needs {missing[:3]} in its encoder, which this pipeline's encoder does not have"
+        )
+    model.base_model.load_state_dict(state)
+    config.architectures = [type(model).__name__]
+    return model
+
+
+def _token_classifier(component, hf_model, refuse_crf: bool):
+    from transformers import AutoModelForTokenClassification
+
+    from ..models.listener import PIECES
+    from ..models.tagger import tagger_head
+
+    listener = component.model.get_ref("tok2vec")
+    pooling = listener.attrs["pooling"]
+    reads_first = pooling == "first" or (pooling == PIECES and component.cfg["subword_decode"] == "first")
+    if not reads_first:
+        raise SpacyMlmError(
+            f"'{component.name}' scores each token from its pieces' {pooling} (subword_decode "
+            f"{component.cfg['subword_decode']!r}); a *ForTokenClassification scores pieces, which transformers' "
+            "pipeline reads at each word's first piece: only pooling \"first\" (or the piece listener with "
+            "subword_decode \"first\") exports"
+        )
+    head = tagger_head(component.model)
+    if head.crf:
+        message = (f"'{component.name}' is a CRF tagger: a *ForTokenClassification holds its emissions only, and "
+                   "transformers decodes them without the CRF's transitions, so its entities can differ from ours")
+        if refuse_crf:
+            raise SpacyMlmError(message + " (export refused, as asked)")
+        logger.warning(message)
+    if component.cfg["scheme"] == "BIOES":
+        logger.warning("transformers' token-classification pipeline groups B-/I- tags only: it splits BIOES "
+                       "entities at their E-/S- tags, which our decoding reads")
+    model = _task_model(AutoModelForTokenClassification, hf_model, component.tag_labels)
+    with torch.no_grad():
+        model.classifier.weight.copy_(head.output.weight)
+        model.classifier.bias.copy_(head.output.bias)
+    return model
+
+
+def _sequence_classifier(component, hf_model):
+    from transformers import AutoModelForSequenceClassification
+
+    family = hf_model.config.model_type
+    pooling = component.model.get_ref("tok2vec").attrs["pooling"]
+    module = component.model.shims[0].module
+    activation = component.model.attrs.get("hidden_activation", "relu") if module.hidden is not None else None
+    ours = f"pooling {pooling!r}, " + (f"a {activation} hidden layer" if activation else "no hidden layer")
+    head = SEQUENCE_HEADS.get(family)
+    settings = {"problem_type": "single_label_classification" if component.exclusive_classes else MULTI_LABEL}
+    expected = None if head is None else head.activation
+    if expected == "pooler_hidden_act":  # DeBERTa's is a setting: ours becomes it
+        expected = settings["pooler_hidden_act"] = activation or "gelu"
+    width = int(hf_model.config.hidden_size)
+    fits = head is not None and head.pooling == pooling and expected == activation and (
+        module.hidden is None or module.hidden.out_features == width)
+    if not fits:
+        theirs = "not mapped" if head is None else (
+            f"pooling {head.pooling!r}, " + (f"a {expected} hidden layer of the encoder's width ({width})"
+                                             if head.hidden else "no hidden layer"))
+        raise SpacyMlmError(
+            f"'{component.name}' has {ours}; {family}'s *ForSequenceClassification head is {theirs}: transformers "
+            "cannot represent this head (train one with that pooling and hidden layer to export it)"
+        )
+    model = _task_model(AutoModelForSequenceClassification, hf_model, list(component.labels), **settings)
+    state = model.state_dict()
+    for layer, name in ((module.hidden, head.hidden), (module.output, head.output)):
+        if name is not None:
+            state[f"{name}.weight"], state[f"{name}.bias"] = layer.weight.detach(), layer.bias.detach()
+    model.load_state_dict(state)
+    return model
+
+
+def export_hf(nlp, output: PathLike, component: Optional[str] = None, refuse_crf: bool = False) -> str:
+    """Write `component` (an mlm_ner or mlm_textcat; None: the only one) with the
+    encoder it listens to as a Hugging Face *ForTokenClassification or
+    *ForSequenceClassification directory (config.json with id2label, safetensors,
+    tokenizer), atomically. Returns the architecture's name. A head transformers
+    cannot represent (another pooling, hidden layer or activation than the
+    family's head) is an error; a CRF exports its emissions with a warning, or
+    is refused with `refuse_crf`."""
+    from ..models.encoder import get_hf_model
+    from ..models.hf import save_backbone
+
+    name = _exported_component(nlp, component)
+    pipe = nlp.get_pipe(name)
+    encoder = _listened_encoder(nlp, name)
+    if encoder.context != "none":
+        logger.warning("'%s' reads each sentence in its document's context; transformers reads each text alone",
+                       encoder.name)
+    hf_model = get_hf_model(encoder.model)
+    if nlp.get_pipe_meta(name).factory == "mlm_ner":
+        model = _token_classifier(pipe, hf_model, refuse_crf)
+    else:
+        model = _sequence_classifier(pipe, hf_model)
+    model.eval()
+    save_backbone(model, encoder.model.attrs["tokenizer"].hf, output)  # any model: config, safetensors, tokenizer
+    return type(model).__name__
