@@ -48,6 +48,7 @@ setup(
             "mlm_textcat = spacy_mlm.pipeline.classifier:make_mlm_textcat",
             "mlm_regressor = spacy_mlm.pipeline.regressor:make_mlm_regressor",
             "mlm_senses = spacy_mlm.pipeline.senses:make_mlm_senses",
+            "mlm_zero_shot = spacy_mlm.pipeline.zero_shot:make_mlm_zero_shot",
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",

@@ -279,11 +279,12 @@ def _exported_component(nlp, name: Optional[str]) -> str:
     return heads[0]
 
 
-def _listened_encoder(nlp, name: str):
-    for pipe, component in nlp.pipeline:
+def listened_encoder(nlp, name: str):
+    """The mlm_encoder (enabled or not) that component `name` listens to."""
+    for pipe, component in nlp.components:
         if nlp.get_pipe_meta(pipe).factory == "mlm_encoder" and name in component.listener_map:
             return component
-    raise SpacyMlmError(f"'{name}' listens to no mlm_encoder of the pipeline: there is no encoder to export with it")
+    raise SpacyMlmError(f"'{name}' listens to no mlm_encoder of the pipeline")
 
 
 def _task_model(auto, hf_model, labels: List[str], **config_settings):
@@ -390,7 +391,7 @@ def export_hf(nlp, output: PathLike, component: Optional[str] = None, refuse_crf
 
     name = _exported_component(nlp, component)
     pipe = nlp.get_pipe(name)
-    encoder = _listened_encoder(nlp, name)
+    encoder = listened_encoder(nlp, name)
     if encoder.context != "none":
         logger.warning("'%s' reads each sentence in its document's context; transformers reads each text alone",
                        encoder.name)
