@@ -266,7 +266,7 @@ def _set_classifier_weights(component, params: Dict[str, torch.Tensor], head: Se
 # -- export -------------------------------------------------------------------------
 def _exported_component(nlp, name: Optional[str]) -> str:
     """The mlm_ner or mlm_textcat to export: `name`, or the pipeline's only one."""
-    heads = [pipe for pipe, _ in nlp.pipeline if nlp.get_pipe_meta(pipe).factory in ("mlm_ner", "mlm_textcat")]
+    heads = [pipe for pipe, _ in nlp.components if nlp.get_pipe_meta(pipe).factory in ("mlm_ner", "mlm_textcat")]
     if name is not None:
         if name not in heads:
             raise SpacyMlmError(f"--component {name!r} is not an mlm_ner or mlm_textcat of the pipeline (those: {heads})")
