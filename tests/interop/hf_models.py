@@ -1,7 +1,7 @@
 """Tiny random fine-tuned Hugging Face classifiers of three families, built in
-the tests: the backbone and tokenizer of `spacy_mlm.testing`'s tiny BERT (the
-DeBERTa-v2 one on its WordPiece tokenizer too: a DeBERTa-v2 model reads any fast
-tokenizer), a RoBERTa whose byte-level BPE is trained here on the test
+the tests: the backbone and tokenizer of `spacy_mlm.testing`'s tiny BERT and
+DistilBERT (DeBERTa-v2 and ELECTRA on BERT's WordPiece tokenizer: they read any
+fast tokenizer), a RoBERTa whose byte-level BPE is trained here on the test
 sentences with room for whole words (`testing`'s 400 entries leave "Ġ" a piece
 of its own before rare initials, which transformers' pipeline makes a word of
 its own, as no real RoBERTa vocabulary does), a task head drawn wide enough
@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification, DebertaV2Config, RobertaConfig
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification, DebertaV2Config, ElectraConfig, RobertaConfig
 
-from spacy_mlm.testing import make_tiny_bert
+from spacy_mlm.testing import make_tiny_bert, make_tiny_distilbert
 
 from .sentences import SENTENCES
 
 FAMILIES = ("bert", "roberta", "deberta-v2")
+# families whose sequence-classification heads are also mapped (on the WordPiece tokenizer)
+MORE_SEQUENCE_FAMILIES = ("distilbert", "electra")
 
 
 def make_roberta_tokenizer(directory: Path, texts: Sequence[str]):
@@ -42,7 +44,14 @@ def _config(directory: Path, family: str, texts: Sequence[str]):
             intermediate_size=64, max_position_embeddings=64, type_vocab_size=1, pad_token_id=tokenizer.pad_token_id,
             bos_token_id=0, eos_token_id=2,
         )
+    if family == "distilbert":  # its own tokenizer class: it takes no token_type_ids
+        make_tiny_distilbert(directory, texts=list(texts))
+        return AutoConfig.from_pretrained(str(directory))
     make_tiny_bert(directory, texts=list(texts))
+    if family == "electra":
+        return ElectraConfig(vocab_size=AutoConfig.from_pretrained(str(directory)).vocab_size, embedding_size=32,
+                             hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                             max_position_embeddings=64)
     if family == "deberta-v2":
         bert = AutoConfig.from_pretrained(str(directory))
         return DebertaV2Config(

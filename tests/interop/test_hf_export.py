@@ -122,3 +122,22 @@ def test_a_crf_exports_its_emissions_with_a_warning_or_is_refused(tmp_path, capl
         export_hf(nlp, tmp_path / "out")
     assert "without the CRF's transitions" in caplog.text
     assert (tmp_path / "out" / "model.safetensors").is_file() and not (tmp_path / "refused").exists()
+
+
+def test_export_hf_on_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_mlm.cli import app
+    from spacy_mlm.util.save import save_atomically
+
+    nlp = import_hf(make_classifier(tmp_path / "hf", "bert", "Token", NER_LABELS))
+    nlp.add_pipe("mlm_ner", name="second", source=nlp)  # two taggers: which one must be said
+    save_atomically(nlp, tmp_path / "pipeline")
+    runner = CliRunner()
+    result = runner.invoke(app, ["export-hf", str(tmp_path / "pipeline"), str(tmp_path / "out")])
+    assert result.exit_code != 0 and "name the one to export with --component" in result.output, result.output
+    result = runner.invoke(app, ["export-hf", str(tmp_path / "pipeline"), str(tmp_path / "out"), "--component", "second"])
+    assert result.exit_code == 0 and "(BertForTokenClassification)" in result.output, result.output
+    exported, original = (hf_entities(pipeline("token-classification", model=str(tmp_path / name),
+                                               aggregation_strategy="first"), SENTENCES[:3]) for name in ("out", "hf"))
+    assert [[e[:3] for e in doc] for doc in exported] == [[e[:3] for e in doc] for doc in original]

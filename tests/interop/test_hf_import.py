@@ -12,7 +12,7 @@ import spacy_mlm
 from spacy_mlm.errors import ModelLoadError
 from spacy_mlm.interop.hf_heads import import_hf, read_tag_scheme
 
-from .hf_models import FAMILIES, make_classifier
+from .hf_models import FAMILIES, MORE_SEQUENCE_FAMILIES, make_classifier
 from .sentences import SENTENCES
 
 NER_LABELS = ["B-ORG", "O", "I-PER", "B-LOC", "I-ORG", "B-PER", "I-LOC"]  # not in our order
@@ -91,8 +91,10 @@ def test_imported_ner_gives_transformers_entities_and_probabilities(ner_dir):
     assert same_words == {"bert": 46, "roberta": 14, "deberta-v2": 46}[family]
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("problem_type", [None, "multi_label_classification"])
+@pytest.mark.parametrize("family, problem_type", [
+    *((family, problem_type) for family in FAMILIES for problem_type in (None, "multi_label_classification")),
+    *((family, None) for family in MORE_SEQUENCE_FAMILIES),
+])
 def test_imported_classifier_gives_transformers_scores(tmp_path, family, problem_type):
     directory = make_classifier(tmp_path, family, "Sequence", ["NEG", "POS", "MIXED"], problem_type)
     nlp = import_hf(directory)
