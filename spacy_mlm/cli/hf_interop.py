@@ -18,6 +18,7 @@ def import_hf_cli(
     constrained: bool = typer.Option(
         False, "--constrained", help="ner: decode under the tag scheme's constraints (default: the argmax, as HF)"
     ),
+    scheme: str = typer.Option(None, help="ner: IOB1 for B-/I- tags trained as IOB1 (default: read from the tags)"),
 ):
     """Write OUTPUT: mlm_encoder with MODEL_DIR's encoder and mlm_ner or mlm_textcat
     holding its trained classifier. It predicts at once, trains further with
@@ -25,7 +26,7 @@ def import_hf_cli(
     from ..interop.hf_heads import import_hf
     from ..util.save import save_atomically
 
-    nlp = import_hf(model_dir, task=task, lang=lang, crf=crf, constrained=constrained)
+    nlp = import_hf(model_dir, task=task, lang=lang, crf=crf, constrained=constrained, scheme=scheme)
     save_atomically(nlp, output)
     head = nlp.get_pipe(nlp.pipe_names[-1])
     detail = f", scheme {head.cfg['scheme']}" if "scheme" in head.cfg else ""

@@ -31,7 +31,7 @@ import torch
 
 from ..errors import ModelLoadError, SpacyMlmError
 from ..models.hf import ROBERTA_LIKE, _load
-from ..tagging.schemes import OUTSIDE, make_tag_labels, split_tag
+from ..tagging.schemes import OUTSIDE, make_tag_labels, normalize_scheme, split_tag
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +78,15 @@ def head_activation(head: SequenceHead, config) -> Optional[str]:
 
 
 # -- tag schemes --------------------------------------------------------------------
-def read_tag_scheme(id2label: Dict[int, str], where: PathLike) -> Tuple[str, List[str], List[int]]:
+def read_tag_scheme(id2label: Dict[int, str], where: PathLike,
+                    scheme: Optional[str] = None) -> Tuple[str, List[str], List[int]]:
     """(scheme, entity types, order) of a token classifier's labels: order[i] is
     the directory's id of our tag i (`make_tag_labels(types, scheme)`). BIO and
-    IOB1 use the same tags (B- and I-), read as BIO: a softmax tagger decodes
-    both alike unconstrained, which is how an import decodes by default. Labels
-    that are no tags of one scheme, or a scheme with tags missing, are errors."""
+    IOB1 use the same tags (B- and I-) and cannot be told apart by them: they
+    are read as BIO unless `scheme` says IOB1 (both decode alike unconstrained,
+    which is how an import decodes by default; the scheme decides what training
+    teaches and what constrained decoding allows). Labels that are no tags,
+    or tags that are not exactly one scheme's set, are errors."""
     labels = [id2label[i] for i in range(len(id2label))]
     tags = []
     for i, label in enumerate(labels):
@@ -99,17 +102,17 @@ def read_tag_scheme(id2label: Dict[int, str], where: PathLike) -> Tuple[str, Lis
                 f"('O' or '<B|I|E|S|L|U>-<TYPE>'): all labels are {labels}",
             )
     prefixes = {split_tag(tag)[0] for tag in tags}
-    scheme = "BIOES" if prefixes & {"E", "S"} else "BIO" if "B" in prefixes else "IO"
+    found = "BIOES" if prefixes & {"E", "S"} else "BIO" if "B" in prefixes else "IO"
+    scheme = found if scheme is None else normalize_scheme(scheme)
     types = sorted({split_tag(tag)[1] for tag in tags if tag != OUTSIDE})
     expected = make_tag_labels(types, scheme)
     if sorted(tags) != sorted(expected):
-        missing = sorted(set(expected) - set(tags))
-        extra = sorted({tag for tag in tags if tags.count(tag) > 1})
+        problems = [f"{sorted(set(expected) - set(tags))} missing", f"{sorted(set(tags) - set(expected))} not in it",
+                    f"{sorted({tag for tag in tags if tags.count(tag) > 1})} repeated"]
         raise ModelLoadError(
             where,
-            f"config.json's id2label {labels} is not a complete {scheme} tag set for the types {types}"
-            + (f": {missing} missing" if missing else "")
-            + (f", {extra} repeated" if extra else ""),
+            f"config.json's id2label {labels} is not the {scheme} tag set of the types {types}: "
+            + ", ".join(problem for problem in problems if not problem.startswith("[]")),
         )
     return scheme, types, [tags.index(tag) for tag in expected]
 
@@ -174,7 +177,7 @@ def _params(model) -> Dict[str, torch.Tensor]:
 
 
 def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en", crf: bool = False,
-              constrained: bool = False):
+              constrained: bool = False, scheme: Optional[str] = None):
     """A spaCy pipeline ("mlm_encoder" + "mlm_ner" or "mlm_textcat") holding the
     directory's fine-tuned model, ready to predict, to train and to save.
 
@@ -183,7 +186,10 @@ def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en",
     crf: the tagger gets a CRF whose transitions start at zero (so it predicts as
         the directory's softmax does until trained).
     constrained: decode tags under the scheme's constraints; off by default, so
-        that the tags are the directory's argmax, as transformers decides them."""
+        that the tags are the directory's argmax, as transformers decides them.
+    scheme: the tag scheme, where the tag names leave it open (IOB1 for a
+        tagger with B- and I- tags that was trained on IOB1); None reads it from
+        the names (B- and I- tags: BIO)."""
     import spacy
     from spacy.training import Example
 
@@ -198,7 +204,7 @@ def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en",
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(path.resolve())}})
     params = _params(model)
     if task == "ner":
-        scheme, types, order = read_tag_scheme(id2label, path / "config.json")
+        scheme, types, order = read_tag_scheme(id2label, path / "config.json", scheme)
         name = "mlm_ner"
         nlp.add_pipe(name, config={"scheme": scheme, "constrained": constrained,
                                    "model": {"crf": crf, "tok2vec": {"pooling": "first"}}})

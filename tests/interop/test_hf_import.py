@@ -2,6 +2,8 @@
 BERT, RoBERTa and DeBERTa-v2 models built here: the entities of
 `pipeline("token-classification", aggregation_strategy="first")` and the scores
 of `pipeline("text-classification", top_k=None)`, single texts and pairs."""
+import re
+
 import numpy
 import spacy
 import pytest
@@ -9,8 +11,9 @@ import torch
 from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
 
 import spacy_mlm
-from spacy_mlm.errors import ModelLoadError
+from spacy_mlm.errors import ModelLoadError, SpacyMlmError
 from spacy_mlm.interop.hf_heads import import_hf, read_tag_scheme
+from spacy_mlm.tagging.schemes import is_valid_sequence
 
 from .hf_models import FAMILIES, MORE_SEQUENCE_FAMILIES, make_classifier
 from .sentences import SENTENCES
@@ -138,20 +141,37 @@ def test_a_crf_import_starts_as_the_softmax(ner_dir):
     (["U-X", "B-X", "L-X", "O", "I-X"], "BIOES", ["X"]),
 ])
 def test_tag_schemes_are_read_from_the_labels(labels, scheme, types):
-    found, found_types, order = read_tag_scheme(dict(enumerate(labels)), "config.json")
+    found, found_types, order = read_tag_scheme(dict(enumerate(labels)), "config.json", None)
     assert (found, found_types) == (scheme, types)
     tags = spacy_mlm.make_tag_labels(types, scheme)
     assert [labels[i].replace("U-", "S-").replace("L-", "E-") for i in order] == tags
 
 
-@pytest.mark.parametrize("labels, message", [
-    (["O", "PER", "LOC"], "'PER' (id 1), which is no tag"),
-    (["LABEL_0", "LABEL_1"], "'LABEL_0' (id 0)"),
-    (["O", "B-PER", "I-PER", "B-LOC"], "['I-LOC'] missing"),
+@pytest.mark.parametrize("labels, scheme, message", [
+    (["O", "PER", "LOC"], None, "'PER' (id 1), which is no tag"),
+    (["LABEL_0", "LABEL_1"], None, "'LABEL_0' (id 0)"),
+    (["O", "B-PER", "I-PER", "B-LOC"], None, "BIO tag set of the types ['LOC', 'PER']: ['I-LOC'] missing"),
+    (["O", "B-PER", "I-PER", "I-PER"], None, "['I-PER'] repeated"),
+    (["O", "B-PER", "I-PER"], "IO", "IO tag set of the types ['PER']: ['B-PER'] not in it"),
+    (["O", "B-PER", "I-PER"], "IOB3", "Unknown tag scheme 'IOB3'"),
 ])
-def test_unknown_or_incomplete_tag_sets_are_clear_errors(labels, message):
-    with pytest.raises(ModelLoadError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
-        read_tag_scheme(dict(enumerate(labels)), "config.json")
+def test_unknown_or_incomplete_tag_sets_are_clear_errors(labels, scheme, message):
+    with pytest.raises(SpacyMlmError, match=re.escape(message)):
+        read_tag_scheme(dict(enumerate(labels)), "config.json", scheme)
+
+
+def test_a_tagger_trained_on_iob1_is_imported_as_iob1(ner_dirs):
+    """Same predictions unconstrained; IOB1's constraints and training tags."""
+    bio, iob1 = import_hf(ner_dirs("bert")), import_hf(ner_dirs("bert"), scheme="IOB1")
+    tagger = iob1.get_pipe("mlm_ner")
+    assert tagger.cfg["scheme"] == "IOB1" and tagger.tag_labels == bio.get_pipe("mlm_ner").tag_labels
+    for a, b in zip(bio.pipe(SENTENCES[:10]), iob1.pipe(SENTENCES[:10])):
+        assert [(e.start, e.end, e.label_) for e in a.ents] == [(e.start, e.end, e.label_) for e in b.ents]
+    tagger.cfg["constrained"] = True
+    paths, _ = tagger.predict(list(iob1.pipe(SENTENCES)))  # the docs keep their encoding
+    tags = [[tagger.tag_labels[j] for j in path] for path in paths]
+    assert all(is_valid_sequence(sequence, "IOB1") for sequence in tags)
+    assert any(t[i].startswith("I-") and (i == 0 or t[i - 1] == "O") for t in tags for i in range(len(t)))
 
 
 def test_a_directory_without_a_classifier_is_refused(tiny_model_dir):
