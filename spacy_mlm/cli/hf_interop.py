@@ -19,15 +19,22 @@ def import_hf_cli(
         False, "--constrained", help="ner: decode under the tag scheme's constraints (default: the argmax, as HF)"
     ),
     scheme: str = typer.Option(None, help="ner: IOB1 for B-/I- tags trained as IOB1 (default: read from the tags)"),
+    training_config: Path = typer.Option(
+        None, help="also write a spacy train config sourcing the pipeline's components from OUTPUT"
+    ),
 ):
     """Write OUTPUT: mlm_encoder with MODEL_DIR's encoder and mlm_ner or mlm_textcat
     holding its trained classifier. It predicts at once, trains further with
     `spacy train` and runs through `spacy_mlm optimize`."""
-    from ..interop.hf_heads import import_hf
+    from ..interop.hf_heads import import_hf, training_config as sourcing_config
+    from ..util.io import atomic_write_text
     from ..util.save import save_atomically
 
     nlp = import_hf(model_dir, task=task, lang=lang, crf=crf, constrained=constrained, scheme=scheme)
     save_atomically(nlp, output)
+    if training_config is not None:
+        atomic_write_text(training_config, sourcing_config(nlp, output).to_str())
+        typer.echo(f"wrote {training_config}: spacy train {training_config} --paths.train ... --paths.dev ...")
     head = nlp.get_pipe(nlp.pipe_names[-1])
     detail = f", scheme {head.cfg['scheme']}" if "scheme" in head.cfg else ""
     typer.echo(f"wrote {output}: {' + '.join(nlp.pipe_names)}, labels {list(head.labels)}{detail}")

@@ -234,6 +234,20 @@ def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en",
     return nlp
 
 
+def training_config(nlp, pipeline: PathLike):
+    """The config of `nlp` (an import saved at `pipeline`) with every component
+    sourced from there, so that `spacy train` resumes the imported weights
+    (a sourced component is not initialized again); the corpora are left to
+    `--paths.train` / `--paths.dev`."""
+    from thinc.api import Config
+
+    config = Config(nlp.config).copy()
+    for name in nlp.component_names:
+        config["components"][name] = {"source": str(Path(pipeline).resolve())}
+    config["initialize"]["components"] = {}
+    return config
+
+
 def _sequence_head(config, path: Path) -> SequenceHead:
     family = config.model_type
     if family not in SEQUENCE_HEADS:

@@ -194,27 +194,22 @@ def _ner_corpus(nlp, path):
 
 
 def test_an_imported_pipeline_trains_on_with_spacy_train_from_its_weights(ner_dirs, tmp_path):
-    """Sourced from the import, `spacy train` resumes the directory's head (the
-    weights move a little; a fresh start would be Normal(0, 0.02))."""
+    """import-hf --training-config writes a config sourcing the import, from
+    which `spacy train` resumes the directory's head (the weights move a little;
+    a fresh start would be Normal(0, 0.02))."""
     from spacy.cli.train import train
-    from thinc.api import Config
+    from typer.testing import CliRunner
 
+    from spacy_mlm.cli import app
     from spacy_mlm.models.tagger import tagger_head
-    from spacy_mlm.util.save import save_atomically
 
-    ner_dir = ner_dirs("bert")
-    imported = tmp_path / "imported"
-    nlp = import_hf(ner_dir)
-    save_atomically(nlp, imported)
-    config = Config().from_disk(imported / "config.cfg", interpolate=False)
-    for name in nlp.pipe_names:
-        config["components"][name] = {"source": str(imported)}
-    corpus = _ner_corpus(nlp, tmp_path / "train.spacy")
-    config["paths"].update({"train": str(corpus), "dev": str(corpus)})
-    config["training"].update({"max_steps": 3, "eval_frequency": 3})
-    config["training"]["optimizer"] = {"@optimizers": "Adam.v1", "learn_rate": 1e-3}
-    config.to_disk(tmp_path / "train.cfg")
-    train(tmp_path / "train.cfg", tmp_path / "out")
+    imported, config = tmp_path / "imported", tmp_path / "train.cfg"
+    result = CliRunner().invoke(app, ["import-hf", str(ner_dirs("bert")), str(imported), "--training-config", str(config)])
+    assert result.exit_code == 0, result.output
+    nlp = spacy.load(imported)
+    corpus = str(_ner_corpus(nlp, tmp_path / "train.spacy"))
+    train(config, tmp_path / "out", overrides={"paths.train": corpus, "paths.dev": corpus, "training.max_steps": 3,
+                                                "training.eval_frequency": 3})
     before = tagger_head(nlp.get_pipe("mlm_ner").model).output.weight.detach()
     trained = spacy.load(tmp_path / "out" / "model-last")
     after = tagger_head(trained.get_pipe("mlm_ner").model).output.weight.detach()
