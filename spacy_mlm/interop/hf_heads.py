@@ -197,6 +197,8 @@ def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en",
 
     path = Path(model_dir)
     task = choose_task(path, task)
+    if task != "ner" and (scheme is not None or crf or constrained):
+        raise SpacyMlmError(f"scheme, crf and constrained are settings of a tagger; {path} is imported as {task}")
     model, _, path = load_task_model(path, task)
     config = model.config
     id2label = {int(i): str(label) for i, label in config.id2label.items()}

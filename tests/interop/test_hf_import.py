@@ -174,9 +174,21 @@ def test_a_tagger_trained_on_iob1_is_imported_as_iob1(ner_dirs):
     assert any(t[i].startswith("I-") and (i == 0 or t[i - 1] == "O") for t in tags for i in range(len(t)))
 
 
-def test_a_directory_without_a_classifier_is_refused(tiny_model_dir):
+def test_a_directory_without_a_classifier_is_refused(tiny_model_dir, tmp_path):
     with pytest.raises(ModelLoadError, match="expected one \\*ForTokenClassification"):
         import_hf(tiny_model_dir)
+    directory = make_classifier(tmp_path, "bert", "Sequence", ["NEG", "POS"])
+    with pytest.raises(SpacyMlmError, match="settings of a tagger; .* is imported as textcat"):
+        import_hf(directory, scheme="IOB1")
+    with pytest.raises(ModelLoadError, match="--task ner does not fit the architecture BertForSequenceClassification"):
+        import_hf(directory, task="ner")
+    from safetensors.torch import load_file, save_file
+
+    weights = directory / "model.safetensors"
+    save_file({k: v for k, v in load_file(str(weights)).items() if not k.startswith("classifier.")}, str(weights),
+              metadata={"format": "pt"})
+    with pytest.raises(ModelLoadError, match="the weights lack 2 tensors of the classifier .*classifier.weight"):
+        import_hf(directory)
 
 
 def _ner_corpus(nlp, path):
