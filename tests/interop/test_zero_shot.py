@@ -62,3 +62,31 @@ def test_zero_shot_refuses_what_is_no_nli_pair_classifier(tmp_path):
     with pytest.raises(SpacyMlmError, match="not trained on sentence pairs"):
         single.get_pipe("mlm_zero_shot").classify(["A text."], ["sports"])
     assert component.labels == ["sports"]
+
+
+def test_zero_shot_on_a_pair_classifier_trained_here(tiny_model_dir):
+    """configs/nli.cfg's pooling (pair_mean): a multi-label score is the pair's
+    entailment share of entailment + contradiction in its own classify_pair."""
+    from spacy.training import Example
+    from thinc.api import Adam
+
+    spacy.util.fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
+    nlp.add_pipe("mlm_textcat", name="nli", config={"model": {"tok2vec": {"pooling": "pair_mean"}}})
+    classes = ["contradiction", "entailment", "neutral"]
+    rows = [(SENTENCES[i], SENTENCES[i + 1], classes[i % 3]) for i in range(6)]
+    examples = [Example.from_dict(spacy_mlm.make_pair_doc(nlp, a, b), {"cats": {c: float(c == gold) for c in classes}})
+                for a, b, gold in rows]
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(1e-2)
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer)
+    labels = ["sports", "music"]
+    pairs = spacy_mlm.classify_pairs(nlp, [(text, f"This example is {label}.") for text in TEXTS for label in labels])
+    zero_shot = spacy_mlm.add_zero_shot(nlp, labels, nli="nli", multi_label=True)
+    assert nlp.pipe_names == ["mlm_zero_shot"]
+    expected = [p["entailment"] / (p["entailment"] + p["contradiction"]) for p in pairs]
+    ours = [cats[label] for cats in zero_shot.classify(TEXTS) for label in labels]
+    numpy.testing.assert_allclose(ours, expected, atol=1e-5)
+    assert numpy.std(ours) > 1e-3  # the scores vary: the test compares something
