@@ -37,6 +37,7 @@ def import_hf_cli(
         typer.echo(f"wrote {training_config}: spacy train {training_config} --paths.train ... --paths.dev ...")
     head = nlp.get_pipe(nlp.pipe_names[-1])
     detail = f", scheme {head.cfg['scheme']}" if "scheme" in head.cfg else ""
+    detail += ", for sentence pairs (spacy_mlm.classify_pairs)" if head.cfg.get("pair_input") else ""
     typer.echo(f"wrote {output}: {' + '.join(nlp.pipe_names)}, labels {list(head.labels)}{detail}")
 
 

@@ -121,6 +121,9 @@ def read_tag_scheme(id2label: Dict[int, str], where: PathLike,
 def _read_config(path: Path) -> dict:
     import json
 
+    if not (path / "config.json").is_file():
+        problem = "has no config.json: not a Hugging Face model directory" if path.is_dir() else "no such directory"
+        raise ModelLoadError(path, f"{problem} (a fine-tuned *{TOKEN_SUFFIX} or *{SEQUENCE_SUFFIX} is expected)")
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf8"))
     except (OSError, ValueError) as err:

@@ -177,6 +177,8 @@ def test_a_tagger_trained_on_iob1_is_imported_as_iob1(ner_dirs):
 def test_a_directory_without_a_classifier_is_refused(tiny_model_dir, tmp_path):
     with pytest.raises(ModelLoadError, match="expected one \\*ForTokenClassification"):
         import_hf(tiny_model_dir)
+    with pytest.raises(ModelLoadError, match="missing: no such directory"):
+        import_hf(tmp_path / "missing")
     directory = make_classifier(tmp_path, "bert", "Sequence", ["NEG", "POS"])
     with pytest.raises(SpacyMlmError, match="settings of a tagger; .* is imported as textcat"):
         import_hf(directory, scheme="IOB1")
