@@ -53,6 +53,7 @@ setup(
             "mlm_textcat = spacy_mlm.pipeline.classifier:make_mlm_textcat",
             "mlm_regressor = spacy_mlm.pipeline.regressor:make_mlm_regressor",
             "mlm_senses = spacy_mlm.pipeline.senses:make_mlm_senses",
+            "mlm_zero_shot = spacy_mlm.pipeline.zero_shot:make_mlm_zero_shot",
         ],
         "spacy_architectures": [
             "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",
@@ -63,6 +64,7 @@ setup(
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.models.listener:build_encoder_piece_listener_v1",
             "spacy_mlm.TokenTagger.v3 = spacy_mlm.models.tagger:build_token_tagger_v3",
             "spacy_mlm.ClassifierHead.v3 = spacy_mlm.models.classifier:build_classifier_head_v3",
+            "spacy_mlm.ClassifierHead.v4 = spacy_mlm.models.classifier:build_classifier_head_v4",
             "spacy_mlm.RegressionHead.v1 = spacy_mlm.models.classifier:build_regression_head_v1",
             "spacy_mlm.SenseHead.v1 = spacy_mlm.models.senses:build_sense_head_v1",
             "spacy_mlm.SenseHead.v2 = spacy_mlm.models.senses:build_sense_head_v2",

@@ -12,6 +12,7 @@ from .models import classifier as _classifier_head, encoder as _encoder, listene
 from .models import senses as _sense_head, tagger as _tagger  # noqa: E402,F401
 from .pipeline import classifier as _classifier, encoder as _encoder_component, ner as _ner  # noqa: E402,F401
 from .pipeline import regressor as _regressor, senses as _senses, vectors as _vectors  # noqa: E402,F401
+from .pipeline import zero_shot as _zero_shot  # noqa: E402,F401
 from .readers import conll as _conll, nli as _nli, pair_scores as _pair_scores, textcat as _textcat  # noqa: E402,F401
 from .scoring import regression as _regression_scorer, textcat as _textcat_scorer, wic as _wic_scorer  # noqa: E402,F401
 from .readers import context as _sentences_in_context  # noqa: E402,F401
@@ -27,6 +28,10 @@ from .pipeline.encoder import MLMEncoder  # noqa: E402
 from .inference import apply_pipeline  # noqa: E402
 from .tokenization.batching import length_batches  # noqa: E402
 from .tokenization.pair import make_pair_doc  # noqa: E402
+
+# Fine-tuned Hugging Face classifiers in and out; zero-shot classification from NLI
+from .interop.hf_heads import export_hf, import_hf  # noqa: E402
+from .pipeline.zero_shot import add_zero_shot  # noqa: E402
 
 # Readers
 from .readers.common import select  # noqa: E402
@@ -75,6 +80,7 @@ __all__ = [
     "__version__",
     "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "apply_pipeline", "make_pair_doc",
     "length_batches",
+    "import_hf", "export_hf", "add_zero_shot",
     "select", "conll_documents_to_docs", "read_conll", "read_corpus", "read_nli", "read_pair_scores", "read_textcat",
     "read_wic_split", "target_span", "wic_training_example", "read_wsd_corpus", "sentence_doc",
     "paired_bootstrap", "correctness_counts", "pearson", "spearman", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",

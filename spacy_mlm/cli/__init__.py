@@ -27,3 +27,4 @@ from . import optimize  # noqa: E402,F401
 from . import sense_tune  # noqa: E402,F401
 from . import train  # noqa: E402,F401
 from . import apply  # noqa: E402,F401
+from . import hf_interop  # noqa: E402,F401

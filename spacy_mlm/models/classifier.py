@@ -1,8 +1,11 @@
 """The classification head: a torch module over one vector per Doc.
 
 The listener gives one row per doc ([CLS] or the mean of the pieces) or one
-per token (then averaged here); an optional ReLU hidden layer and a linear
-output layer give the logits. Dropout uses the training rate that spaCy sets
+per token (then averaged here); an optional hidden layer (ReLU in v3; v4
+names its activation, so that the heads of Hugging Face's sequence
+classifiers, RoBERTa's tanh and DeBERTa's GELU, are this module with their
+weights: `spacy_mlm/interop/hf_heads.py`) and a linear output layer give the
+logits. Dropout uses the training rate that spaCy sets
 on the model (`[training] dropout`, `drop` in `nlp.update`). The thinc model
 `spacy_mlm.ClassifierHead.v3` returns the logits as a torch tensor on the
 encoder's device: in training a leaf whose gradient the component's loss
@@ -20,21 +23,28 @@ from spacy.util import registry
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d
 
+from ..errors import SpacyMlmError
 from .initialization import init_output_layer
 from .listener import initialized_width
 from .torch_shim import TorchShim
 
 
+# The hidden layer's activations (v4's `hidden_activation`): "gelu" is the exact
+# (erf) GELU, Hugging Face's "gelu".
+HIDDEN_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "gelu": torch.nn.functional.gelu}
+
+
 class ClassifierHead(torch.nn.Module):
-    def __init__(self, width: int, n_labels: int, hidden_width: int, init_std: float):
+    def __init__(self, width: int, n_labels: int, hidden_width: int, init_std: float, activation: str = "relu"):
         super().__init__()
         self.hidden = torch.nn.Linear(width, hidden_width) if hidden_width else None
         self.output = torch.nn.Linear(hidden_width or width, n_labels)
+        self.activation = HIDDEN_ACTIVATIONS[activation]
         init_output_layer(self.output, init_std)
 
     def forward(self, vectors: torch.Tensor, dropout: float = 0.0) -> torch.Tensor:
         if self.hidden is not None:
-            vectors = torch.relu(self.hidden(torch.nn.functional.dropout(vectors, dropout, self.training)))
+            vectors = self.activation(self.hidden(torch.nn.functional.dropout(vectors, dropout, self.training)))
         return self.output(torch.nn.functional.dropout(vectors, dropout, self.training))
 
 
@@ -58,6 +68,29 @@ def build_classifier_head_v3(
     init_std: the output weights start as Normal(0, init_std)."""
     return _head_model("mlm_classifier_head", tok2vec, hidden_width, nO, init_std,
                        exclusive_classes=bool(exclusive_classes))
+
+
+@registry.architectures("spacy_mlm.ClassifierHead.v4")
+def build_classifier_head_v4(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    exclusive_classes: bool = True,
+    hidden_width: int = 0,
+    hidden_activation: str = "relu",
+    nO: Optional[int] = None,
+    init_std: float = 0.02,
+) -> Model[List[Doc], torch.Tensor]:
+    """ClassifierHead.v3 with the hidden layer's activation as a setting.
+
+    hidden_activation: "relu" (v3's), "tanh" (RoBERTa's and XLM-R's sequence
+        classification head) or "gelu" (DeBERTa's pooler, ELECTRA's head); read
+        only with hidden_width > 0.
+    The other settings are v3's."""
+    if hidden_activation not in HIDDEN_ACTIVATIONS:
+        raise SpacyMlmError(
+            f"hidden_activation must be one of {', '.join(HIDDEN_ACTIVATIONS)}, got {hidden_activation!r}"
+        )
+    return _head_model("mlm_classifier_head", tok2vec, hidden_width, nO, init_std,
+                       exclusive_classes=bool(exclusive_classes), hidden_activation=hidden_activation)
 
 
 @registry.architectures("spacy_mlm.RegressionHead.v1")
@@ -93,7 +126,8 @@ def _classifier_init(model: Model, X=None, Y=None):
         model.set_dim("nO", Y.shape[1])
     model.set_dim("nI", initialized_width(model.get_ref("tok2vec"), "classifier"), force=True)
     model.shims[0].build(width=model.get_dim("nI"), n_labels=model.get_dim("nO"),
-                         hidden_width=model.attrs["hidden_width"], init_std=model.attrs["init_std"])
+                         hidden_width=model.attrs["hidden_width"], init_std=model.attrs["init_std"],
+                         activation=model.attrs.get("hidden_activation", "relu"))
     return model
 
 

@@ -7,6 +7,9 @@ scheme turns them into one tag per token and back:
   same type cannot be told apart (they merge when decoded); that is the price of
   the smallest label set (``n + 1`` tags).
 * ``BIO`` (IOB2): ``B-X`` opens every entity, ``I-X`` continues it (``2n + 1``).
+* ``IOB1``: the same tags, but ``I-X`` opens an entity too; ``B-X`` opens only one
+  that directly follows another of its type (CoNLL-2003's original files, and
+  some fine-tuned Hugging Face taggers).
 * ``BIOES`` (BILUO is the same scheme with ``L``/``U`` for ``E``/``S``): single-token
   entities get ``S-X``, the last token of longer ones ``E-X`` (``4n + 1``).
 
@@ -24,10 +27,12 @@ from ..errors import SpacyMlmError
 
 Span = Tuple[int, int, str]
 OUTSIDE = "O"
-SCHEMES = ("IO", "BIO", "BIOES")
+SCHEMES = ("IO", "BIO", "IOB1", "BIOES")
 _ALIASES = {"IOB2": "BIO", "BILUO": "BIOES", "IOBES": "BIOES"}
-_PREFIXES = {"IO": ("I",), "BIO": ("B", "I"), "BIOES": ("B", "I", "E", "S")}
+_PREFIXES = {"IO": ("I",), "BIO": ("B", "I"), "IOB1": ("B", "I"), "BIOES": ("B", "I", "E", "S")}
 _BILUO_LETTERS = {"L": "E", "U": "S"}
+# the prefixes a well-formed sequence may start with
+_OPENERS = {"IO": (OUTSIDE, "I"), "BIO": (OUTSIDE, "B"), "IOB1": (OUTSIDE, "I"), "BIOES": (OUTSIDE, "B", "S")}
 
 
 def normalize_scheme(scheme: str) -> str:
@@ -73,9 +78,10 @@ def spans_to_tags(n_tokens: int, spans: Iterable[Span], scheme: str) -> List[str
             raise SpacyMlmError(f"Span ({start}, {end}, {label!r}) is outside 0..{n_tokens}")
         if any(tag != OUTSIDE for tag in tags[start:end]):
             raise SpacyMlmError(f"Span ({start}, {end}, {label!r}) overlaps another span")
+        follows_its_type = start > 0 and tags[start - 1] in (f"B-{label}", f"I-{label}")
         for i in range(start, end):
             tags[i] = f"I-{label}"
-        if scheme == "BIO":
+        if scheme == "BIO" or (scheme == "IOB1" and follows_its_type):
             tags[start] = f"B-{label}"
         elif scheme == "BIOES":
             if end - start == 1:
@@ -123,6 +129,8 @@ def _can_follow(prev: str, tag: str, scheme: str) -> bool:
     prefix, label = split_tag(tag)
     if scheme == "IO":
         return True
+    if scheme == "IOB1":  # I-X may open an entity; B-X only right after one of its type
+        return prefix != "B" or (prev_prefix in ("B", "I") and prev_label == label)
     if prefix in ("I", "E"):
         return prev_prefix in ("B", "I") and prev_label == label
     if scheme == "BIOES":
@@ -142,7 +150,7 @@ def transition_constraints(labels: Sequence[str], scheme: str) -> Dict[str, nump
             raise SpacyMlmError(f"Tag {tag!r} does not belong to the {scheme} scheme")
     n = len(labels)
     prefixes = [split_tag(tag)[0] for tag in labels]
-    start = numpy.array([p in (OUTSIDE, "B", "S") or scheme == "IO" for p in prefixes], dtype=bool)
+    start = numpy.array([p in _OPENERS[scheme] for p in prefixes], dtype=bool)
     end = numpy.array(
         [p in (OUTSIDE, "E", "S") or scheme != "BIOES" for p in prefixes], dtype=bool
     )
@@ -164,7 +172,7 @@ def first_invalid_position(tags: Sequence[str], scheme: str) -> Optional[int]:
         if prefix not in allowed:
             return i
         if i == 0:
-            if scheme != "IO" and prefix in ("I", "E"):
+            if prefix not in _OPENERS[scheme]:
                 return i
         elif not _can_follow(tags[i - 1], tag, scheme):
             return i

@@ -35,14 +35,17 @@ def test_hand_made_tags():
         "B-PER", "E-PER", "S-PER", "O", "O", "S-LOC", "B-ORG", "I-ORG", "E-ORG", "O"
     ]
     assert spans_to_tags(4, [(0, 2, "PER"), (2, 3, "PER")], "IO") == ["I-PER", "I-PER", "I-PER", "O"]
+    assert spans_to_tags(10, SPANS, "IOB1") == [  # B only where an entity follows one of its type
+        "I-PER", "I-PER", "B-PER", "O", "O", "I-LOC", "I-ORG", "I-ORG", "I-ORG", "O"
+    ]
 
 
-@pytest.mark.parametrize("scheme", ["BIO", "BIOES"])
+@pytest.mark.parametrize("scheme", ["BIO", "IOB1", "BIOES"])
 def test_round_trip(scheme):
     tags = spans_to_tags(10, SPANS, scheme)
     assert is_valid_sequence(tags, scheme)
     assert tags_to_spans(tags) == SPANS
-    for other in ("BIO", "BIOES"):
+    for other in ("BIO", "IOB1", "BIOES"):
         assert convert_tags(convert_tags(tags, other), scheme) == tags
 
 
@@ -68,9 +71,12 @@ def test_first_invalid_position():
     assert first_invalid_position(["B-PER", "I-PER"], "BIOES") == 1  # left open
     assert first_invalid_position(["B-PER", "O"], "BIOES") == 1
     assert first_invalid_position(["S-PER"], "BIO") == 0  # not a BIO tag
+    assert first_invalid_position(["I-PER", "B-PER", "O", "I-LOC"], "IOB1") is None
+    assert first_invalid_position(["B-PER"], "IOB1") == 0  # B-X follows an entity of its type
+    assert first_invalid_position(["I-PER", "B-LOC"], "IOB1") == 1
 
 
-@pytest.mark.parametrize("scheme", ["IO", "BIO", "BIOES"])
+@pytest.mark.parametrize("scheme", ["IO", "BIO", "IOB1", "BIOES"])
 def test_constraint_tables_agree_with_validity_on_every_short_sequence(scheme):
     labels = make_tag_labels(["A", "B"], scheme)
     allowed = transition_constraints(labels, scheme)
@@ -113,7 +119,7 @@ def span_sets(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(span_sets(), st.sampled_from(["BIO", "BIOES"]))
+@given(span_sets(), st.sampled_from(["BIO", "IOB1", "BIOES"]))
 def test_any_spans_round_trip(case, scheme):
     n, spans = case
     tags = spans_to_tags(n, spans, scheme)
