@@ -95,13 +95,16 @@ def results_table(project_dir: Path) -> List[Tuple[str, str, str, str]]:
         if evals:
             first, last = evals[0], evals[-1]
             rows.append(("pretraining (MLM)", "held-out masked-token accuracy", f"{100 * last['eval_accuracy']:.1f}",
-                         f"{100 * first['eval_accuracy']:.1f} before, {last['step']} steps"))
+                         f"{100 * first['eval_accuracy']:.1f} before, {last['step']} steps; perplexity "
+                         f"{first['eval_perplexity']:.0f} -> {last['eval_perplexity']:.0f}"))
     for task, name in (("ner", "NER"), ("textcat", "text classification"), ("nli", "NLI (pairs)")):
         path = project_dir / "metrics" / task / "metrics.json"
         if not path.is_file():
             continue
         m = json.loads(path.read_text(encoding="utf8"))
         note = f"{m['n_examples']} dev examples"
+        if "confusion_matrix" in m:
+            note += f", always guessing the commonest label: {100 * commonest_label_share(m):.1f}"
         if "bootstrap" in m:
             b = m["bootstrap"]
             note += (f"; un-pretrained encoder {100 * m['baseline']['value']:.1f}: difference {100 * b['delta']:+.1f} "
@@ -114,6 +117,27 @@ def results_table(project_dir: Path) -> List[Tuple[str, str, str, str]]:
             rows.append((f"WiC ({label} encoder)", "dev accuracy", f"{100 * m['dev_acc']:.1f}",
                          f"{m['transform']}, threshold {m['threshold']:.3f}"))
     return rows
+
+
+def commonest_label_share(metrics) -> float:
+    """The accuracy of always answering the dev set's commonest gold label (the
+    confusion matrix's largest row): the floor a classifier must beat."""
+    gold_counts = [sum(row) for row in metrics["confusion_matrix"]["rows_gold_columns_predicted"]]
+    return max(gold_counts) / sum(gold_counts)
+
+
+def chance_reading(project_dir: Path) -> str:
+    """A line for each classifier no better than always guessing its commonest
+    dev label: at the demo's budgets, sentence pairs get too few steps."""
+    lines = []
+    for task, name in (("textcat", "Text classification"), ("nli", "NLI")):
+        path = project_dir / "metrics" / task / "metrics.json"
+        m = json.loads(path.read_text(encoding="utf8")) if path.is_file() else {}
+        if "confusion_matrix" in m and m["value"] <= commonest_label_share(m):
+            lines.append(f"{name}: {100 * m['value']:.1f} is no better than always guessing the commonest label "
+                         f"({100 * commonest_label_share(m):.1f}): too few training steps for this task "
+                         "(--vars.train_steps).")
+    return "\n".join(lines)
 
 
 def comparison_reading(project_dir: Path) -> str:
@@ -132,7 +156,7 @@ def comparison_reading(project_dir: Path) -> str:
     else:
         verdict = (f"Pretrained vs un-pretrained encoder: {100 * b['delta']:+.1f} F1, p = {b['p_value']:.2f}, "
                    "within chance: a few dozen pretraining steps barely move the encoder.")
-    return (f"\n{verdict}\nWith {m['n_examples']} dev sentences only differences beyond about +-{half_width:.0f} F1 "
+    return (f"{verdict}\nWith {m['n_examples']} dev sentences only differences beyond about +-{half_width:.0f} F1 "
             "are told apart; for a real test, pretrain longer on more text and score on more data"
             "\n(--vars.pretrain_steps, --vars.train_steps, --vars.data_dir).")
 
@@ -209,6 +233,6 @@ def demo_cli(
         raise typer.Exit(1)
     typer.echo(f"\nResults ({project_dir}/metrics, charts and displaCy HTML there too)")
     print_table(results_table(project_dir))
-    typer.echo(comparison_reading(project_dir))
+    typer.echo("\n" + "\n".join(filter(None, (chance_reading(project_dir), comparison_reading(project_dir)))))
     print_examples(project_dir)
     typer.echo(f"\nDone in {time.time() - started:.0f} s.")

@@ -259,7 +259,7 @@ def load_mlm_model(path: PathLike) -> MaskedLM:
     if head_initialised:
         logger.warning(
             "%s has no MLM head: its transform is initialised from scratch and its decoder "
-            "is tied to the input embeddings (pretraining's head_only_steps trains it alone first)",
+            "is tied to the input embeddings ([pretraining] head_only_steps > 0 trains it alone first)",
             path,
         )
     return MaskedLM(model, tokenizer, head_initialised, _read_pooler(path, model))
