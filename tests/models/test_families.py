@@ -326,3 +326,33 @@ def test_export_and_onnx(family_nlp, family_dir, tmp_path):
                 np.linalg.norm(enc.hidden, axis=-1) * np.linalg.norm(reference.hidden, axis=-1))
             assert cosine.mean() > 0.95
 
+
+
+def test_crf_tagger_and_contextual_vectors(family_dir):
+    """The CRF variant of `mlm_ner` trains on the family's pieces and decodes
+    tag paths its scheme allows; `mlm_vectors` gives each token a vector of the
+    family's width whose similarity to itself is 1."""
+    from spacy.training import Example
+
+    from spacy_mlm.tagging.schemes import is_valid_sequence
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(family_dir)}})
+    ner = nlp.add_pipe("mlm_ner", name="ner", config={"model": {"crf": True}})
+    examples = []
+    for text, spans in NER_DATA:
+        doc = nlp.make_doc(text)
+        examples.append(Example.from_dict(doc, {"entities": [(s, e, label) for s, e, label in spans]}))
+    optimizer = nlp.initialize(lambda: examples)
+    losses = [nlp.update(examples, sgd=optimizer, losses={})["ner"] for _ in range(4)]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    docs = [nlp.make_doc(text) for text, _ in NER_DATA]
+    paths, _ = ner.predict([nlp.get_pipe("mlm_encoder")(doc) for doc in docs])
+    assert [len(path) for path in paths] == [len(doc) for doc in docs]
+    assert all(is_valid_sequence([ner.tag_labels[t] for t in path], ner.cfg["scheme"]) for path in paths)
+
+    vectors = spacy_mlm.make_vectors_pipeline(family_dir)
+    doc = vectors(NER_DATA[0][0])
+    width = AutoModel.from_pretrained(str(family_dir)).config.hidden_size
+    assert doc[0].vector.shape == (width,) and np.isfinite(doc[0].vector).all()
+    assert doc[0].similarity(doc[0]) == pytest.approx(1.0, abs=1e-5)
