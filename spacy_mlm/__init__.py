@@ -48,7 +48,7 @@ from .scoring.bootstrap import paired_bootstrap  # noqa: E402
 from .scoring.classes import correctness_counts  # noqa: E402
 from .scoring.regression import pearson, spearman  # noqa: E402
 from .scoring.entities import doc_entities, per_doc_counts, score_entities  # noqa: E402
-from .scoring.similarity import cosine_rows  # noqa: E402
+from .util.vectors import cosine_rows  # noqa: E402
 from .tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
 
 # Contextual word vectors, word in context, word senses

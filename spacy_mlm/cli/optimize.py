@@ -57,7 +57,7 @@ def agreement(original, optimized, texts: List[str]) -> Dict[str, Optional[float
     the mean cosine of the encoder's piece vectors, the share of docs with the
     same entities and the share with the same top category (None where the
     pipeline sets no entities or categories)."""
-    from ..scoring.similarity import cosine_rows
+    from ..util.vectors import cosine_rows
 
     cosines, same_ents, same_cats = [], [], []
     for a, b in zip(original.pipe(texts), optimized.pipe(texts)):

@@ -33,7 +33,7 @@ from .hf import (
     max_positions,
 )
 from .families import DEFAULT_WINDOW, has_segments, layer_scopes
-from ..scoring.similarity import cosine_rows
+from ..util.vectors import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
 from .onnx_backbone import (
     GRAPH_FORMAT, OnnxBackbone, export_backbone, layer_matmuls, quantize_int8, with_settings,

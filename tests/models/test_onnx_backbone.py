@@ -12,7 +12,7 @@ import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.models import encoder as encoder_module
 from spacy_mlm.models import onnx_backbone
-from spacy_mlm.scoring.similarity import cosine_rows
+from spacy_mlm.util.vectors import cosine_rows
 from spacy_mlm.testing import make_tiny_roberta
 
 pytest.importorskip("onnxruntime")
