@@ -18,7 +18,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m spacy_mlm demo
 
+# the layering contract (.importlinter) first: a back import fails the build before the tests run
 test: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 clean:

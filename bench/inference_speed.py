@@ -129,7 +129,7 @@ def train_textcat(args, model_path, out: Path) -> Path:
 
 def variant(pipeline: Path, name: str, tmp: Path, keep_fp32_layers: str):
     """The pipeline as system `name`: onnx_fp32 and int8 through `spacy_mlm optimize`,
-    bf16 by a config override (mixed_precision for an HFEncoder.v1 pipeline)."""
+    bf16 by a config override."""
     if name in ("onnx_fp32", "int8"):
         out = tmp / f"{pipeline.name}-{name}"
         command = [sys.executable, "-m", "spacy_mlm", "optimize", str(pipeline), str(out),
@@ -144,9 +144,7 @@ def variant(pipeline: Path, name: str, tmp: Path, keep_fp32_layers: str):
     overrides = {}
     for component, block in nlp.config["components"].items():
         if block.get("factory") == "mlm_encoder":
-            v1 = block["model"]["@architectures"].endswith(".v1")
-            key, value = ("mixed_precision", True) if v1 else ("precision", "bf16")
-            overrides[f"components.{component}.model.{key}"] = value
+            overrides[f"components.{component}.model.precision"] = "bf16"
     return spacy.load(pipeline, config=overrides)
 
 

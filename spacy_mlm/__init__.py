@@ -48,13 +48,13 @@ from .scoring.bootstrap import paired_bootstrap  # noqa: E402
 from .scoring.classes import correctness_counts  # noqa: E402
 from .scoring.regression import pearson, spearman  # noqa: E402
 from .scoring.entities import doc_entities, per_doc_counts, score_entities  # noqa: E402
-from .scoring.similarity import cosine_rows  # noqa: E402
+from .util.vectors import cosine_rows  # noqa: E402
 from .tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
 
 # Contextual word vectors, word in context, word senses
 from .similarity.hooks import restore_vector_hooks  # noqa: E402
 from .similarity.layers import contextual_token_vectors, layer_indices  # noqa: E402
-from .similarity.pipelines import docs_before, make_vectors_pipeline  # noqa: E402
+from .vectors_pipeline import docs_before, make_vectors_pipeline  # noqa: E402
 from .similarity.senses import SenseInventory  # noqa: E402
 from .similarity.transforms import make_transform_chain  # noqa: E402
 from .similarity.wic import labels_of, mix_context, pos_of, threshold_evaluation, wic_scores  # noqa: E402

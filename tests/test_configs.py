@@ -108,6 +108,21 @@ def test_shipped_config_is_what_init_config_writes(name):
         f"configs/{name} differs from its template; rewrite it with the command in its 'Written by' line")
 
 
+def test_shipped_configs_name_no_environment_path(tmp_path):
+    """No encoder path is right in every environment, so the shipped configs name
+    none and each run passes --paths.encoder; `init-config` without --encoder writes the same."""
+    from typer.testing import CliRunner
+
+    from spacy_mlm.cli import app
+
+    for path in CONFIGS:
+        assert Config().from_disk(path, interpolate=False)["paths"]["encoder"] is None, path.name
+        assert "site-packages" not in path.read_text(encoding="utf8"), path.name
+    result = CliRunner().invoke(app, ["init-config", str(tmp_path / "ner.cfg"), "--task", "ner", "--precision", "fp32"])
+    assert result.exit_code == 0, result.output
+    assert Config().from_disk(tmp_path / "ner.cfg", interpolate=False)["paths"]["encoder"] is None
+
+
 def test_every_shipped_pipeline_config_comes_from_a_template():
     assert {p.name for p in CONFIGS} == set(SHIPPED)
 

@@ -4,7 +4,7 @@
 Each returns the mean loss as a scalar tensor; its gradient comes from
 autograd on the logits' device. The mean is over the whole step's batch: in
 a data-parallel run its denominator is summed over the processes
-(`training.distributed.step_sum`). Working on logits (log_softmax,
+(`util.global_batch.step_sum`). Working on logits (log_softmax,
 binary_cross_entropy_with_logits) rather than on probabilities keeps them
 numerically safe, and unlike spaCy's textcat (a squared error on the
 probabilities) the gradient does not vanish when a sigmoid saturates.
@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy
 import torch
 
-from ..training.distributed import step_sum
+from ..util.global_batch import step_sum
 
 
 def softmax_cross_entropy(logits: torch.Tensor, truths: torch.Tensor, class_weights: Optional[torch.Tensor] = None) -> torch.Tensor:

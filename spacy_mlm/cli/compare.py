@@ -27,7 +27,7 @@ def compare_cli(
     """F1 (NER; accuracy for classifiers) of A and B, the difference A - B with
     its bootstrap confidence interval, and the two-sided p-value of the paired
     bootstrap (documents or examples resampled)."""
-    from ..scoring.report import comparison_lines
+    from ..evaluation.report import comparison_lines
 
     use_gpu(gpu_id)
     evaluation = run_evaluation(model_a, data, "auto", model_b, n_sents=n_sents, batch_size=batch_size,

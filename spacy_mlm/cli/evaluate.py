@@ -3,7 +3,7 @@
 next to the numbers: OUTPUT_DIR gets `metrics.json` and, for NER,
 `f1_per_type.png` and `entities.html`; for classifiers `confusion_matrix.png`.
 `--baseline` adds the paired bootstrap test of the difference. The scoring is
-`spacy_mlm.scoring.evaluate`, the output `spacy_mlm.scoring.report`; the
+`spacy_mlm.evaluation.evaluate`, the output `spacy_mlm.evaluation.report`; the
 `evaluate-ner` and `compare` commands are aliases over the same routine.
 """
 import json
@@ -22,7 +22,7 @@ def run_evaluation(model: Path, data: Path, task: str = "auto", baseline: Option
     import spacy
 
     import spacy_mlm  # noqa: F401  (registers the factories)
-    from ..scoring.evaluate import evaluate_pipeline
+    from ..evaluation.evaluate import evaluate_pipeline
 
     nlp = spacy.load(model)
     base = spacy.load(baseline) if baseline is not None else None
@@ -46,7 +46,7 @@ def evaluate_cli(
     quiet: bool = quiet_option(),
 ):
     """Score MODEL on DATA; write OUTPUT_DIR/metrics.json and charts. Prints one JSON line last."""
-    from ..scoring.report import comparison_lines, entity_table, metrics_report, summary_json, summary_line, write_report
+    from ..evaluation.report import comparison_lines, entity_table, metrics_report, summary_json, summary_line, write_report
 
     use_gpu(gpu_id)
     evaluation = run_evaluation(model, data, task, baseline, n_sents=n_sents, batch_size=batch_size,

@@ -23,7 +23,7 @@ def evaluate_ner_cli(
 ):
     """Entity-level precision, recall and F1 (exact span and type match; a partial
     span is one false positive and one false negative), overall and per type."""
-    from ..scoring.report import entity_table
+    from ..evaluation.report import entity_table
     from ..util.io import atomic_write_text
 
     use_gpu(gpu_id)

@@ -30,7 +30,7 @@ def fit_transform_cli(
     fitted transform) to OUTPUT_DIR."""
     import spacy_mlm  # noqa: F401  (registers the factories)
 
-    from ..similarity.pipelines import docs_before, load_vectors_pipeline
+    from ..vectors_pipeline import docs_before, load_vectors_pipeline
     from ..readers.corpus import read_corpus
     from ..util.io import atomic_directory
     from ..util.progress import track

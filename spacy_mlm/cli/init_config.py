@@ -32,9 +32,9 @@ def check_encoder_dir(encoder: str) -> None:
 def init_config_cli(
     output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
     task: str = typer.Option(..., "--task", help="ner | textcat | nli | vectors"),
-    encoder: str = typer.Option(
-        ..., "--encoder", help="local Hugging Face encoder directory (written as given: a relative path is read "
-        "from where spacy train runs)"),
+    encoder: Optional[str] = typer.Option(
+        None, "--encoder", help="local Hugging Face encoder directory (written as given: a relative path is read "
+        "from where spacy train runs); without it, paths.encoder is null and each run passes --paths.encoder"),
     crf: bool = typer.Option(False, "--crf", help="NER: score tag sequences with a linear-chain CRF"),
     gpu: bool = typer.Option(False, "--gpu", help="to train on a GPU: memory from PyTorch's allocator"),
     precision: str = typer.Option(
@@ -48,7 +48,8 @@ def init_config_cli(
     from ..training.config_templates import render_pipeline_config
     from ..training.precision import precision_setting
 
-    check_encoder_dir(encoder)
+    if encoder is not None:
+        check_encoder_dir(encoder)
     text = render_pipeline_config(task, encoder, crf=crf, gpu=gpu, precision=precision, output=output)
     warning = precision_setting(precision, gpu).warning
     if warning:

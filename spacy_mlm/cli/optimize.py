@@ -15,16 +15,11 @@ from . import app
 def optimized_config(config, precision: str, fp32_layers: Dict[str, List[int]]):
     """`config` (a saved pipeline's, uninterpolated) with every mlm_encoder named
     in `fp32_layers` on the ONNX backend at `precision`, keeping those layers in
-    fp32. A v1 architecture (HFEncoder.v1, ScratchEncoder.v1) becomes its v2,
-    without `mixed_precision`; every other setting is kept. `path` only names
-    where `nlp.initialize()` would load from: a saved pipeline loads its weights
+    fp32; every other setting is kept. `path` only names where
+    `nlp.initialize()` would load from: a saved pipeline loads its weights
     from its own directory."""
     for name, layers in fp32_layers.items():
         model = config["components"][name]["model"]
-        family, version = model["@architectures"].rsplit(".v", 1)
-        if version == "1":
-            model.pop("mixed_precision", None)
-            model["@architectures"] = f"{family}.v2"
         model.update({"backend": "onnx", "precision": precision, "fp32_layers": layers})
     return config
 
@@ -57,7 +52,7 @@ def agreement(original, optimized, texts: List[str]) -> Dict[str, Optional[float
     the mean cosine of the encoder's piece vectors, the share of docs with the
     same entities and the share with the same top category (None where the
     pipeline sets no entities or categories)."""
-    from ..scoring.similarity import cosine_rows
+    from ..util.vectors import cosine_rows
 
     cosines, same_ents, same_cats = [], [], []
     for a, b in zip(original.pipe(texts), optimized.pipe(texts)):

@@ -48,7 +48,7 @@ def wic_cli(
     Prints a JSON line last."""
     import spacy_mlm  # noqa: F401  (registers the factories)
 
-    from ..similarity.pipelines import docs_before, load_vectors_pipeline
+    from ..vectors_pipeline import docs_before, load_vectors_pipeline
     from ..readers.wic import read_wic_split
     from ..similarity.wic import evaluate_wic, wic_sentences
     from ..util.progress import track

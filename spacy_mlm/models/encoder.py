@@ -33,7 +33,7 @@ from .hf import (
     max_positions,
 )
 from .families import DEFAULT_WINDOW, has_segments, layer_scopes
-from ..scoring.similarity import cosine_rows
+from ..util.vectors import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
 from .onnx_backbone import (
     GRAPH_FORMAT, OnnxBackbone, export_backbone, layer_matmuls, quantize_int8, with_settings,
@@ -84,33 +84,6 @@ def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_ba
     return Model("mlm_encoder", forward, init=init, attrs={"tokenizer": None, **attrs}, shims=[], dims={"nO": None})
 
 
-@registry.architectures("spacy_mlm.HFEncoder.v1")
-def build_hf_encoder_v1(
-    path: str,
-    window: int = 0,
-    overlap: int = 128,
-    trainable_layers: int = -1,
-    output_hidden_states: bool = False,
-    max_batch_pieces: int = 16384,
-    mixed_precision: bool = False,
-) -> Model[List[Doc], EncoderBatch]:
-    """An encoder loaded from a local Hugging Face directory (BERT, RoBERTa, XLM-R, DistilBERT...).
-    Kept so that pipelines saved with it load; new configs use HFEncoder.v2.
-
-    window: pieces per window, specials included; 0 = the model's maximum, at most 512
-        (a long-context model such as ModernBERT is read in windows of 512 unless set).
-    overlap: pieces shared by consecutive windows of a long document.
-    trainable_layers: -1 all train, 0 frozen, k = only the last k layers.
-    output_hidden_states: also keep every layer's output on `doc._.mlm_encoding.layers`.
-    max_batch_pieces: padded pieces per forward pass (memory bound).
-    mixed_precision: run the transformer's matmuls in bfloat16 under torch.autocast
-        (weights and outputs stay float32): HFEncoder.v2's precision = "bf16"."""
-    return build_hf_encoder_v2(
-        path, window, overlap, trainable_layers, output_hidden_states, max_batch_pieces,
-        precision="bf16" if mixed_precision else "fp32",
-    )
-
-
 @registry.architectures("spacy_mlm.HFEncoder.v2")
 def build_hf_encoder_v2(
     path: str,
@@ -155,32 +128,6 @@ def _load_pretrained(path: str, output_hidden_states: bool, model: Model, X=None
     functools.partial, not a closure, so that a pipeline pickles."""
     _set_backbone(model, *load_backbone(path, output_hidden_states=output_hidden_states))
     set_inference_graph(model, None)
-
-
-@registry.architectures("spacy_mlm.ScratchEncoder.v1")
-def build_scratch_encoder_v1(
-    tokenizer_path: str,
-    architecture: str = "bert",
-    hidden_width: int = 256,
-    depth: int = 4,
-    n_heads: int = 4,
-    intermediate_width: int = 1024,
-    max_positions: int = 512,
-    dropout: float = 0.1,
-    window: int = 0,
-    overlap: int = 128,
-    trainable_layers: int = -1,
-    output_hidden_states: bool = False,
-    max_batch_pieces: int = 16384,
-    mixed_precision: bool = False,
-) -> Model[List[Doc], EncoderBatch]:
-    """ScratchEncoder.v2 with `mixed_precision` (= precision "bf16") in place of
-    backend and precision; kept so that pipelines saved with it load."""
-    return build_scratch_encoder_v2(
-        tokenizer_path, architecture, hidden_width, depth, n_heads, intermediate_width, max_positions, dropout,
-        window, overlap, trainable_layers, output_hidden_states, max_batch_pieces,
-        precision="bf16" if mixed_precision else "fp32",
-    )
 
 
 @registry.architectures("spacy_mlm.ScratchEncoder.v2")

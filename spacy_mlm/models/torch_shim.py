@@ -4,7 +4,7 @@ transformer and the task heads).
 Two things differ from thinc's `PyTorchShim`:
 
 * `finish_update` steps the module with a torch optimizer that follows the
-  config's thinc optimizer (`training.optimizer.TorchStepper`), on the
+  config's thinc optimizer (`torch_stepper.TorchStepper`), on the
   module's device, instead of calling thinc's numpy Adam once per parameter;
 * a head's module can be built late: its sizes (the encoder's width, the
   number of labels) are known only at `initialize`, so the shim starts empty
@@ -21,7 +21,7 @@ from safetensors.torch import save as save_tensors
 from thinc.api import Optimizer, PyTorchShim, get_torch_default_device
 
 from ..errors import ModelLoadError, NotInitializedError
-from ..training.optimizer import TorchStepper
+from .torch_stepper import TorchStepper
 
 
 class TorchShim(PyTorchShim):

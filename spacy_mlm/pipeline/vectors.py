@@ -13,7 +13,7 @@ are not similarity 1.0 as with spaCy's defaults.
 It also holds a sense inventory (centroids of labeled examples) and sets
 `token._.sense` / `token._.sense_score` for tokens whose key (lemma by default)
 it has senses for. The fitted transform and the inventory are saved with the
-pipeline. Pipeline builders: `spacy_mlm.similarity.pipelines`.
+pipeline. Pipeline builders: `spacy_mlm.vectors_pipeline`.
 """
 import logging
 from pathlib import Path

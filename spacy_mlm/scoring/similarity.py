@@ -1,21 +1,11 @@
-"""Pure scoring for binary same-meaning decisions: row-wise cosine and the
-threshold on it (one, or one per group) that best separates True from False pairs."""
+"""Pure scoring for binary same-meaning decisions: the threshold on a score
+(one, or one per group) that best separates True from False pairs; the score
+is usually a row-wise cosine (`util/vectors.py`)."""
 from typing import Dict, Sequence, Tuple
 
 import numpy
 
 from ..errors import SpacyMlmError
-
-
-def cosine_rows(A, B) -> numpy.ndarray:
-    """Cosine of each row of A with the same row of B; 0.0 where either is zero."""
-    A = numpy.asarray(A, dtype="float64")
-    B = numpy.asarray(B, dtype="float64")
-    if A.shape != B.shape:
-        raise SpacyMlmError(f"cosine_rows needs equal shapes, got {A.shape} and {B.shape}")
-    norms = numpy.linalg.norm(A, axis=-1) * numpy.linalg.norm(B, axis=-1)
-    dots = (A * B).sum(axis=-1)
-    return numpy.divide(dots, norms, out=numpy.zeros_like(dots), where=norms > 0)
 
 
 def accuracy_at(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> float:

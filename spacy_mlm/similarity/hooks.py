@@ -11,7 +11,7 @@ import numpy
 from spacy.tokens import Doc, Span, Token
 
 from ..errors import SpacyMlmError
-from ..scoring.similarity import cosine_rows
+from ..util.vectors import cosine_rows
 
 VECTORS_ATTR = "mlm_vectors"
 

@@ -18,7 +18,7 @@ cross-entropy on `scale * cosine + bias` with the scale and the bias learned:
 import torch
 
 from ..errors import SpacyMlmError
-from ..training.distributed import step_sum
+from ..util.global_batch import step_sum
 
 
 def pair_cosines(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,8 @@ from spacy.language import Language
 
 from ..errors import SpacyMlmError
 from ..readers.wic import WicExample, target_span
-from ..scoring.similarity import accuracy_at, cosine_rows, predict_by_group, tune_group_thresholds, tune_threshold
+from ..scoring.similarity import accuracy_at, predict_by_group, tune_group_thresholds, tune_threshold
+from ..util.vectors import cosine_rows
 from ..util.progress import track
 
 

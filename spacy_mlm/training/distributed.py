@@ -15,7 +15,7 @@ run is active (`data_parallel_training`):
   every epoch, which sharding the corpus itself could not give with a batcher
   that counts words;
 * the losses: a component's loss is a mean over its batch (annotated tokens,
-  rows, known cells); `step_sum` makes the denominator the count over the whole
+  rows, known cells); `step_sum` (`util/global_batch.py`) makes the denominator the count over the whole
   global batch, so each process's gradient is its part of the one-process
   gradient, and their sum (`sum_gradients`: one all-reduce of every trained
   torch weight's gradient, after `nlp.update` and before any optimizer step,
@@ -50,6 +50,7 @@ from spacy.training import loop as spacy_loop
 from thinc.api import Model
 
 from ..errors import SpacyMlmError
+from ..util.global_batch import summed_over_processes
 
 logger = logging.getLogger(__name__)
 
@@ -91,17 +92,6 @@ def start_process_group(group: ProcessGroup, gpu: bool, timeout_s: float) -> Non
         torch.cuda.set_device(group.local_rank)
     if not torch.distributed.is_initialized():
         torch.distributed.init_process_group("nccl" if gpu else "gloo", timeout=timedelta(seconds=timeout_s))
-
-
-def step_sum(count: torch.Tensor) -> torch.Tensor:
-    """`count` (the denominator of a loss that is a mean over the batch) summed
-    over the processes of an active data-parallel run, so that the loss is a
-    mean over the whole step's batch; `count` itself otherwise."""
-    if _active is None:
-        return count
-    total = count.detach().clone()
-    torch.distributed.all_reduce(total)
-    return total
 
 
 def sum_gradients(modules: Sequence[torch.nn.Module]) -> None:
@@ -306,7 +296,8 @@ def data_parallel_training(group: ProcessGroup, seed: Optional[int]):
     spacy_loop.train_while_improving = _data_parallel_steps(original, group, seed)
     _active = group
     try:
-        yield
+        with summed_over_processes():
+            yield
     finally:
         _active = None
         spacy_loop.train_while_improving = original

@@ -1,73 +1,17 @@
-"""Stepping torch parameters with a torch optimizer that follows the config.
+"""The optimizer `spacy_mlm.LayerDecayAdam.v2`: layer-wise learning-rate decay (LLRD).
 
-spaCy trains a pipeline with one thinc `Optimizer` (`[training.optimizer]`),
-which thinc's `PyTorchShim` calls once per torch parameter: a numpy Adam over
-host copies of every weight, about a fifth of each fine-tuning step, and
-impossible on a GPU without a round trip. `torch_step` instead steps all the
-parameters of one torch module at once with `torch.optim.AdamW` (fused where
-torch has a fused kernel for the device), taking every hyperparameter from
-the thinc optimizer at the moment of the step: the learning rate as its
-schedule stands (`optimizer.learn_rate`, which spaCy's logger reports and
-`step_schedules` advances), betas, eps, L2 (decoupled weight decay when
-`L2_is_weight_decay`, else L2 added to the gradient as in Adam) and
-`grad_clip`, applied as a clip of the global gradient norm of the module's
-parameters (Hugging Face's `max_grad_norm`, BERT's recipe), where thinc clips
-each parameter's gradient on its own. The torch optimizer's moments live with
-the module (`TorchStepper`), one per thinc optimizer. Parameter averages
-(`use_averages`) are not kept for torch parameters (nor were they by thinc's
-shim, whose averages never reached `use_params`).
-
-Layer-wise learning-rate decay (LLRD) is the optimizer `spacy_mlm.LayerDecayAdam.v2`:
-lower transformer layers hold more general features and should move less than
+Lower transformer layers hold more general features and should move less than
 the top ones, so layer i of L (0-based) learns at `lr * decay ** (L - i)`, the
 embeddings at `lr * decay ** (L + 1)`, everything else (heads, pooler) at `lr`.
-L and each parameter's layer are read from a Hugging Face model as it runs
-(`families.parameter_depths`: ALBERT's one shared layer learns at the rate of
-the last layer that runs it), from other modules' parameter names, when it
-first steps, so one config serves encoders of any depth and family.
+The optimizer only carries `layer_decay`: the torch step that applies it is
+`models/torch_stepper.py` `TorchStepper`, which reads L and each parameter's
+layer from the module when it first steps, so one config serves encoders of
+any depth and family.
 """
-import re
-from typing import Dict, List, Optional, Sequence
 
-import torch
 from spacy.util import registry
 from thinc.api import Optimizer
 from thinc.optimizers import ADAM_DEFAULTS, FloatOrSeq
-
-from ..errors import SpacyMlmError
-from ..models.families import parameter_depths
-
-_LAYER = re.compile(r"(?:^|\.)(?:layer|layers|block)\.(\d+)\.")
-_EMBEDDINGS = re.compile(r"(?:^|\.)(?:embeddings|embed_tokens|embed_positions)\.")
-
-
-def parameter_depth(name: str) -> Optional[int]:
-    """0 for embedding weights, i + 1 for weights of transformer layer i, None
-    for anything else (head, pooler, thinc layers' "W"/"b")."""
-    match = _LAYER.search(name)
-    if match:
-        return int(match.group(1)) + 1
-    if _EMBEDDINGS.search(name):
-        return 0
-    return None
-
-
-def layer_lr_scale(depth: Optional[int], num_layers: int, decay: float) -> float:
-    """The learning-rate multiplier for a parameter at `depth` (see `parameter_depth`)."""
-    if depth is None:
-        return 1.0
-    if depth > num_layers:
-        raise ValueError(f"a parameter of transformer layer {depth - 1} was seen but num_layers = {num_layers}")
-    return float(decay ** (num_layers + 1 - depth))
-
-
-def layer_lr_scales(names: Sequence[str], decay: float, depths: Optional[Sequence[Optional[int]]] = None) -> List[float]:
-    """The multiplier of each named parameter of one module, its depth counted
-    from the deepest transformer layer among `names`; `depths` where the model
-    says them (`families.parameter_depths`), else read from the names."""
-    depths = [parameter_depth(name) for name in names] if depths is None else list(depths)
-    num_layers = max([d for d in depths if d is not None] or [0])
-    return [layer_lr_scale(d, num_layers, decay) for d in depths]
 
 
 class LayerDecayOptimizer(Optimizer):
@@ -98,63 +42,3 @@ def build_layer_decay_adam_v2(
     `learn_rate` may be a schedule, as for Adam.v1."""
     adam = dict(L2=L2, beta1=beta1, beta2=beta2, eps=eps, grad_clip=grad_clip, L2_is_weight_decay=L2_is_weight_decay)
     return LayerDecayOptimizer(learn_rate, layer_decay=layer_decay, use_averages=False, **adam)
-
-
-class TorchStepper:
-    """The torch optimizer state of one module, kept for the thinc optimizer it
-    follows (a new thinc optimizer, e.g. a second `spacy train`, starts afresh)."""
-
-    def __init__(self) -> None:
-        self._follows: Optional[int] = None
-        self._torch: Optional[torch.optim.Optimizer] = None
-        self._scales: List[float] = []
-
-    def step(self, module: torch.nn.Module, optimizer: Optimizer) -> None:
-        """One step of every trainable parameter of `module` with a gradient,
-        then the gradients are cleared."""
-        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-        if not any(p.grad is not None for _, p in named):
-            return
-        if self._torch is None or self._follows != id(optimizer):
-            self._start(module, named, optimizer)
-        params = [p for _, p in named if p.grad is not None]
-        if optimizer.grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, float(optimizer.grad_clip))
-        decoupled = bool(optimizer.L2_is_weight_decay)
-        for group, scale in zip(self._torch.param_groups, self._scales):
-            group["lr"] = float(optimizer.learn_rate) * scale
-            group["betas"] = (float(optimizer.b1), float(optimizer.b2))
-            group["eps"] = float(optimizer.eps)
-            group["weight_decay"] = float(optimizer.L2)
-            group["decoupled_weight_decay"] = decoupled
-        self._torch.step()
-        self._torch.zero_grad(set_to_none=True)
-
-    def _start(self, module: torch.nn.Module, named, optimizer: Optimizer) -> None:
-        if getattr(optimizer, "use_radam", False) or not (optimizer.b1 > 0 and optimizer.b2 > 0):
-            raise SpacyMlmError(
-                "torch parameters are stepped with Adam/AdamW: set [training.optimizer] to Adam.v1 or "
-                "spacy_mlm.LayerDecayAdam.v2 (with beta1 and beta2 above 0)"
-            )
-        decay = getattr(optimizer, "layer_decay", 1.0)
-        scales = [1.0] * len(named)
-        if decay != 1.0:
-            # a Hugging Face model's depths as it runs (ALBERT's shared layers), else by name
-            depths = parameter_depths(module)
-            if depths is not None:
-                trainable = {name for name, _ in named}
-                depths = [d for (name, _), d in zip(module.named_parameters(), depths) if name in trainable]
-            scales = layer_lr_scales([n for n, _ in named], decay, depths)
-        by_scale: Dict[float, list] = {}
-        for (_, param), scale in zip(named, scales):
-            by_scale.setdefault(scale, []).append(param)
-        self._scales = list(by_scale)
-        groups = [{"params": params} for params in by_scale.values()]
-        device = named[0][1].device
-        # torch.optim.Adam with decoupled_weight_decay is AdamW; fused kernels exist on CUDA and CPU
-        self._torch = torch.optim.Adam(groups, lr=float(optimizer.learn_rate), fused=_fused_ok(device))
-        self._follows = id(optimizer)
-
-
-def _fused_ok(device: torch.device) -> bool:
-    return device.type in ("cuda", "cpu")

@@ -4,7 +4,7 @@ With `precision = "bf16"` the encoder's transformer runs its forward pass under
 `torch.autocast` in bfloat16 (`models/encoder.py`); its outputs come back as
 float32, so the heads, their losses and the CRF run in float32 outside the
 autocast region, and the weights and the optimizer's moments stay float32
-(`torch_shim.TorchShim`, `optimizer.TorchStepper`). On hardware that multiplies
+(`models.torch_shim.TorchShim`, `models.torch_stepper.TorchStepper`). On hardware that multiplies
 bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU from Ampere on) that
 trains faster (bench/ner_conll.py and bench/classify.py with --precision
 fp32,bf16 measure the time and accuracy of both); elsewhere bfloat16 is

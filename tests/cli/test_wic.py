@@ -7,10 +7,11 @@ from typer.testing import CliRunner
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.cli import app
-from spacy_mlm.similarity.pipelines import make_vectors_pipeline
+from spacy_mlm.vectors_pipeline import make_vectors_pipeline
 from spacy_mlm.readers.wic import read_wic_split, target_span
 from spacy_mlm.errors import SpacyMlmError
-from spacy_mlm.scoring.similarity import cosine_rows, tune_threshold
+from spacy_mlm.scoring.similarity import tune_threshold
+from spacy_mlm.util.vectors import cosine_rows
 from spacy_mlm.similarity.wic import evaluate_wic, wic_scores, wic_sentences
 
 ROWS = [

@@ -149,7 +149,8 @@ def test_layer_stack_as_run_freezing_and_depths(family_dir):
     top = {depths[n] for n, p in model.named_parameters() if any(p is q for q in layout.layers[-1].parameters())}
     assert top == {2}  # ALBERT's one shared group: the depth of the last layer that runs it
     # layer-wise learning-rate decay steps every family with those depths
-    from spacy_mlm.training.optimizer import TorchStepper, build_layer_decay_adam_v2, layer_lr_scales
+    from spacy_mlm.models.torch_stepper import TorchStepper, layer_lr_scales
+    from spacy_mlm.training.optimizer import build_layer_decay_adam_v2
 
     scales = dict(zip(depths, layer_lr_scales(list(depths), 0.5, list(depths.values()))))
     assert scales[word_embeddings] == 0.125 and {scales[n] for n, d in depths.items() if d == 2} == {0.5}

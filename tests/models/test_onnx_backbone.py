@@ -12,7 +12,7 @@ import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.models import encoder as encoder_module
 from spacy_mlm.models import onnx_backbone
-from spacy_mlm.scoring.similarity import cosine_rows
+from spacy_mlm.util.vectors import cosine_rows
 from spacy_mlm.testing import make_tiny_roberta
 
 pytest.importorskip("onnxruntime")
@@ -173,22 +173,22 @@ def _optimize(*args):
     return result.output
 
 
-def test_optimize_command_rewrites_a_v1_pipeline(tiny_model_dir, tmp_path):
+def test_optimize_command_keeps_the_other_encoder_settings(tiny_model_dir, tmp_path):
     fix_random_seed(0)
     nlp = spacy.blank("en")
-    v1 = {"@architectures": "spacy_mlm.HFEncoder.v1", "path": str(tiny_model_dir), "mixed_precision": True}
-    nlp.add_pipe("mlm_encoder", name="encoder", config={"model": v1})
+    torch_bf16 = {"@architectures": "spacy_mlm.HFEncoder.v2", "path": str(tiny_model_dir), "precision": "bf16", "overlap": 64}
+    nlp.add_pipe("mlm_encoder", name="encoder", config={"model": torch_bf16})
     nlp.add_pipe("mlm_ner", name="ner")
     nlp.initialize(lambda: [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in NER_DATA])
-    nlp.to_disk(tmp_path / "v1")
+    nlp.to_disk(tmp_path / "bf16")
     sample = tmp_path / "sample.txt"
     sample.write_text("\n".join(TEXTS), encoding="utf8")
-    output = _optimize(tmp_path / "v1", tmp_path / "int8", "--keep-fp32-layers", "-1", "--sample", sample)
+    output = _optimize(tmp_path / "bf16", tmp_path / "int8", "--keep-fp32-layers", "-1", "--sample", sample)
     assert "encoder: layers kept in fp32: -1" in output and "same_entities: 1.0000" in output
     model = spacy.load(tmp_path / "int8").config["components"]["encoder"]["model"]
-    assert (model["@architectures"], model["precision"], model["fp32_layers"]) == ("spacy_mlm.HFEncoder.v2", "int8", [-1])
-    assert "mixed_precision" not in model
-    assert (tmp_path / "v1" / "config.cfg").read_text().count("HFEncoder.v1") == 1
+    assert (model["@architectures"], model["backend"], model["precision"], model["fp32_layers"], model["overlap"]) == (
+        "spacy_mlm.HFEncoder.v2", "onnx", "int8", [-1], 64)
+    assert "int8" not in (tmp_path / "bf16" / "config.cfg").read_text()
 
 
 def test_optimized_pair_classifier_round_trip(tiny_model_dir, tmp_path, monkeypatch):
@@ -227,7 +227,7 @@ def test_optimized_pair_classifier_round_trip(tiny_model_dir, tmp_path, monkeypa
 def test_optimized_vectors_pipeline_keeps_every_layer(tiny_model_dir, tmp_path):
     """mlm_vectors reading a lower layer: `optimize --precision fp32` exports the
     hidden states of every layer and the token vectors stay torch's."""
-    from spacy_mlm.similarity.pipelines import make_vectors_pipeline
+    from spacy_mlm.vectors_pipeline import make_vectors_pipeline
 
     nlp = make_vectors_pipeline(tiny_model_dir, layer=0)
     nlp.to_disk(tmp_path / "vectors")

@@ -13,7 +13,7 @@ def test_scratch_encoder_from_config(tiny_model_dir, tmp_path):
         "mlm_encoder",
         config={
             "model": {
-                "@architectures": "spacy_mlm.ScratchEncoder.v1",
+                "@architectures": "spacy_mlm.ScratchEncoder.v2",
                 "tokenizer_path": str(tiny_model_dir),
                 "hidden_width": 16,
                 "depth": 1,

@@ -21,7 +21,7 @@ DATA = [
 def make_nlp(model_dir, crf=False, scheme="BIO", pooling="first", store_probs=False, init_std=0.02):
     fix_random_seed(0)
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v1", "path": str(model_dir)}})
+    nlp.add_pipe("mlm_encoder", config={"model": {"@architectures": "spacy_mlm.HFEncoder.v2", "path": str(model_dir)}})
     nlp.add_pipe(
         "mlm_ner",
         name="ner",

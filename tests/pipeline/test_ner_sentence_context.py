@@ -208,7 +208,7 @@ def test_bad_context_settings_are_refused(tiny_model_dir):
 def test_evaluation_reads_whole_documents_sentence_by_sentence(nlp, gold_docs):
     """`spacy_mlm evaluate` keeps the gold docs' sentence starts (not their entities),
     so a whole-document file is scored as the pipeline reads documents."""
-    from spacy_mlm.scoring.evaluate import predict_entities
+    from spacy_mlm.evaluation.evaluate import predict_entities
 
     (predicted,) = predict_entities(nlp, gold_docs[:1])
     expected = [(e.start, e.end, e.label_) for e in nlp(plain(nlp, gold_docs[0])).ents]

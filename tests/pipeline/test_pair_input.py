@@ -12,7 +12,7 @@ from spacy.training import Example
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.pipeline.pair_input import single_text_message
-from spacy_mlm.scoring.evaluate import evaluate_pipeline, resolve_task
+from spacy_mlm.evaluation.evaluate import evaluate_pipeline, resolve_task
 from spacy_mlm.tokenization.pair import make_pair_doc
 
 PAIRS = [("A man plays a guitar.", "A person makes music.", "entailment"),

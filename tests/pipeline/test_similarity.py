@@ -9,7 +9,7 @@ from spacy.tokens import Doc, Token
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import ModelLoadError, SpacyMlmError
 from spacy_mlm.pipeline.vectors import ContextualVectors, install_extensions
-from spacy_mlm.similarity.pipelines import configure_vectors_component, docs_before, make_vectors_pipeline
+from spacy_mlm.vectors_pipeline import configure_vectors_component, docs_before, make_vectors_pipeline
 
 RIVER = "The river bank was muddy after the rain."
 MONEY = "She opened an account at the bank on Main Street."

@@ -3,7 +3,7 @@ import torch
 from thinc.api import Adam, RAdam, registry
 
 from spacy_mlm.errors import SpacyMlmError
-from spacy_mlm.training.optimizer import TorchStepper, layer_lr_scale, layer_lr_scales, parameter_depth
+from spacy_mlm.models.torch_stepper import TorchStepper, layer_lr_scale, layer_lr_scales, parameter_depth
 
 
 @pytest.mark.parametrize(

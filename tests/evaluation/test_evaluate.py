@@ -9,7 +9,7 @@ import spacy
 from spacy.language import Language
 
 from spacy_mlm.errors import DataFormatError, SpacyMlmError
-from spacy_mlm.scoring.evaluate import (
+from spacy_mlm.evaluation.evaluate import (
     component_assigning,
     detect_task,
     evaluate_pipeline,
@@ -19,7 +19,7 @@ from spacy_mlm.scoring.evaluate import (
 )
 
 # Two CoNLL documents: PER+LOC in each (Anna Berg / Oslo, Peter Grant / Paris).
-TWO_DOCUMENTS = Path(__file__).with_name("two_documents.conll")
+TWO_DOCUMENTS = Path(__file__).parents[1] / "scoring" / "two_documents.conll"
 
 
 def ruler_pipeline(patterns):

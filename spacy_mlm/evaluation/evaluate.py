@@ -28,11 +28,11 @@ from ..readers.common import one_hot_cats, require_examples
 from ..readers.conll import load_ner_docs
 from ..readers.nli import THREE_WAY, TWO_WAY, read_nli
 from ..readers.textcat import read_textcat
+from ..scoring.bootstrap import BootstrapResult, paired_bootstrap
+from ..scoring.classes import confusion_matrix, correctness_counts
+from ..scoring.entities import Entity, doc_entities, per_doc_counts, score_entities
+from ..scoring.textcat import textcat_score
 from ..util.progress import track
-from .bootstrap import BootstrapResult, paired_bootstrap
-from .classes import confusion_matrix, correctness_counts
-from .entities import Entity, doc_entities, per_doc_counts, score_entities
-from .textcat import textcat_score
 
 TASKS = ("auto", "ner", "textcat", "nli")
 # The attribute a pipeline must set for a task, and the score that sums it up.

@@ -2,7 +2,7 @@
 pipeline over a Hugging Face directory, an mlm_vectors component added to or
 reconfigured in a saved pipeline, and docs run up to that component (what its
 transform is fitted on). Used by the `wic` and `fit-transform` commands and
-the similarity benchmarks."""
+the similarity benchmarks; above `pipeline/`, whose components it assembles."""
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Tuple, Union
 
@@ -10,9 +10,9 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..errors import ModelLoadError, SpacyMlmError
-from ..pipeline.encoder import MLMEncoder
-from ..pipeline.vectors import ContextualVectors
+from .errors import ModelLoadError, SpacyMlmError
+from .pipeline.encoder import MLMEncoder
+from .pipeline.vectors import ContextualVectors
 
 
 def make_vectors_pipeline(

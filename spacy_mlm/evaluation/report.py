@@ -1,4 +1,4 @@
-"""An `Evaluation` (see `scoring.evaluate`) as people read it: the lines the
+"""An `Evaluation` (see `evaluation.evaluate`) as people read it: the lines the
 evaluate commands print, `metrics.json`, and the pictures next to it (entity
 F1 per type and a displaCy page of predicted entities for NER, the confusion
 matrix for classifiers). One formatting for all commands, so `evaluate`,
@@ -10,9 +10,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from spacy import displacy
 from spacy.tokens import Doc, Span
 
+from ..scoring.entities import Entity
 from ..util.charts import confusion_matrix_chart, grouped_bar_chart
 from ..util.io import atomic_write_text
-from .entities import Entity
 from .evaluate import Evaluation
 
 PathLike = Union[str, Path]

@@ -8,8 +8,8 @@ from spacy.tokens import Doc
 
 from spacy_mlm.scoring.bootstrap import BootstrapResult
 from spacy_mlm.scoring.entities import score_entities
-from spacy_mlm.scoring.evaluate import Evaluation, PipelineScores
-from spacy_mlm.scoring.report import (
+from spacy_mlm.evaluation.evaluate import Evaluation, PipelineScores
+from spacy_mlm.evaluation.report import (
     comparison_lines,
     entities_html,
     entity_table,
