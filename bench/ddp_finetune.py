@@ -93,11 +93,7 @@ def train(run: str, work: Path, seed: int, args) -> dict:
 
 def main():
     parser = BenchParser(__doc__)
-    parser.data_file("--train", "conll2003/train.txt")
-    parser.data_file("--dev", "conll2003/valid.txt")
-    parser.model()
-    parser.add_argument("--n-train", type=int, default=4000, help="training sentences (seeded subsample; 0 = all)")
-    parser.add_argument("--n-dev", type=int, default=1000, help="dev sentences (seeded subsample; 0 = all)")
+    ner.add_data_options(parser, n_dev=1000)
     parser.add_argument("--steps", type=int, default=250, help="optimizer steps (the budget: steps x batch size)")
     parser.add_argument("--batch-size", type=int, default=16, help="sentences per step, over all processes")
     parser.lr(5e-5)

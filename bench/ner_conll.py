@@ -8,7 +8,7 @@
       (the layout of spaCy's trf configs).
 
 Each system that has bf16 also trains (and predicts) in it with --precision
-fp32,bf16 (bench/precisions.py): ours as the encoder's precision = "bf16", Hugging
+fp32,bf16 (bench/harness/precisions.py): ours as the encoder's precision = "bf16", Hugging
 Face with autocast as Trainer(bf16=True); spacy-transformers is fp32 only on a CPU.
 Without --precision each system runs at its own default: ours at what init-config
 writes on this machine (bf16 on a CPU with AVX512-BF16 or AMX), the peers fp32.
@@ -274,11 +274,7 @@ def run_context(args, model_path):
 
 def main():
     parser = BenchParser(__doc__)
-    parser.data_file("--train", "conll2003/train.txt")
-    parser.data_file("--dev", "conll2003/valid.txt")
-    parser.model()
-    parser.add_argument("--n-train", type=int, default=4000, help="training sentences (fixed seeded subsample; 0 = all)")
-    parser.add_argument("--n-dev", type=int, default=0, help="dev sentences (0 = all)")
+    ner.add_data_options(parser, n_dev=0)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.lr(5e-5)

@@ -77,11 +77,11 @@ def main(argv=None):
     textcat.add_budget_options(parser)
     parser.data_file("--sick-train", "sick/SICK_train.txt")
     parser.data_file("--sick-dev", "sick/SICK_trial.txt")
-    parser.add_argument("--systems", default="ours,hf")
+    parser.systems(("ours", "hf"))
     args = textcat.fill_sizes(parser.parse_args(argv))
     all_train, dev = rows_of(args.sick_train), rows_of(args.sick_dev)
     gold = [r[2] for r in dev]
-    systems = args.systems.split(",")
+    systems = args.systems
     scores = {system: {"pearson": [], "spearman": [], "train_s": []} for system in systems}
     print(f"SICK relatedness: train {args.train_size} of {len(all_train)}, dev {len(dev)}, {args.epochs} epoch(s), "
           f"lr {args.lr}, seeds {args.seed_list}", flush=True)

@@ -46,9 +46,8 @@ def build_parser() -> BenchParser:
     parser = BenchParser(__doc__)
     parser.quick("8 steps of 4 x 32: a smoke test")
     parser.model(help="HF BERT/RoBERTa directory (default: packaged MiniLM)")
-    parser.add_argument("--out", default="/tmp/spacy_mlm_rtd_start")
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}; "
-                        "'none' only prints what --out holds")
+    parser.output("/tmp/spacy_mlm_rtd_start", "/tmp/spacy_mlm_rtd_start_quick")
+    parser.systems(SYSTEMS, none="only prints what --out holds")
     parser.data_file("--wiki", "raw_text/wikipedia/en_wiki_sample.jsonl")
     parser.data_file("--wikitext", "raw_text/wikitext2/valid.txt")
     parser.add_argument("--steps", type=int, default=300)
@@ -66,12 +65,6 @@ def parse_args(argv=None):
     args = build_parser().parse_args(argv)
     if args.quick:
         args.steps, args.batch, args.max_length, args.eval_sequences = 8, 4, 32, 16
-        args.out = args.out if args.out != build_parser().get_default("out") else "/tmp/spacy_mlm_rtd_start_quick"
-    args.systems = [] if args.systems == "none" else args.systems.split(",")
-    unknown = set(args.systems) - set(SYSTEMS)
-    if unknown:
-        raise SystemExit(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
-    args.out = Path(args.out)
     return args
 
 

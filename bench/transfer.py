@@ -78,9 +78,8 @@ COMPARISONS = (("mlm_vs_random", "mlm", "random"), ("rtd_vs_random", "rtd", "ran
 def build_parser() -> BenchParser:
     parser = BenchParser(__doc__)
     parser.quick("a small budget (minutes): a smoke test of every step")
-    parser.add_argument("--out", default="/tmp/spacy_mlm_transfer", help="models and scores of every system")
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of "
-                        f"{', '.join(SYSTEMS)}; 'none' only joins what --out holds")
+    parser.output("/tmp/spacy_mlm_transfer", "/tmp/spacy_mlm_transfer_quick", "models and scores of every system")
+    parser.systems(SYSTEMS, none="only joins what --out holds")
     parser.data_file("--wiki", "raw_text/wikipedia/en_wiki_sample.jsonl")
     parser.data_file("--wikitext", "raw_text/wikitext2/valid.txt")
     parser.data_file("--sst2-train", "sst2/train.tsv")
@@ -130,14 +129,8 @@ def parse_args(argv=None):
         args.layers, args.width, args.vocab_size, args.max_length = 2, 64, 2000, 64
         args.pretrain_steps, args.pretrain_batch, args.tapt_steps, args.train_size = 30, 16, 6, 300
         args.bootstrap_samples = 1000
-        args.out = args.out if args.out != build_parser().get_default("out") else "/tmp/spacy_mlm_transfer_quick"
-    args.systems = [] if args.systems == "none" else args.systems.split(",")
     seeds = args.finetune_seeds
     args.finetune_seeds = [args.seed] if seeds is None else [int(seed) for seed in seeds.split(",")]
-    unknown = set(args.systems) - set(SYSTEMS)
-    if unknown:
-        raise SystemExit(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
-    args.out = Path(args.out)
     return args
 
 

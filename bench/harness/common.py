@@ -39,6 +39,7 @@ class BenchParser(argparse.ArgumentParser):
         self._data_files: Dict[str, str] = {}
         self._fills_model = self._has_seeds = self._sets_threads = False
         self._default_seeds: List[int] = [0]
+        self._systems: List[str] = []
 
     def data_file(self, flag: str, relative: str, help: str = None) -> None:
         """An input path, by default `relative` under --data-root."""
@@ -65,8 +66,10 @@ class BenchParser(argparse.ArgumentParser):
                           f"default: {','.join(map(str, default))})")
         self._has_seeds, self._default_seeds = True, list(default)
 
-    def lr(self, default: float, help: str = "peak learning rate") -> None:
-        self.add_argument("--lr", type=float, default=default, help=help)
+    def lr(self, default: float, help: str = "peak learning rate", former: str = None) -> None:
+        """--lr; `former`: the option's earlier name, still accepted (commands quoted in the docs)."""
+        names = ("--lr", former) if former else ("--lr",)
+        self.add_argument(*names, dest="lr", type=float, default=default, help=help)
 
     def threads(self, default: Optional[int] = 1, help: str = None) -> None:
         """--threads: torch's intra-op threads, set when the options are parsed (None: torch's own)."""
@@ -75,8 +78,28 @@ class BenchParser(argparse.ArgumentParser):
             else "torch threads (default: torch's)"))
         self._sets_threads = True
 
+    def systems(self, known, default: str = None, none: str = None) -> None:
+        """--systems: a comma-separated subset of `known` (default: all), a list once parsed;
+        `none`: what --systems none does (not allowed without it)."""
+        self.add_argument("--systems", default=default or ",".join(known), help=f"comma-separated subset of "
+                          f"{', '.join(known)}" + (f"; 'none' {none}" if none else ""))
+        self._systems = list(known)
+
+    def output(self, default: str, quick_default: str = None, help: str = None) -> None:
+        """--out: a folder (a Path once parsed); with --quick and --out not given, `quick_default`."""
+        self.add_argument("--out", default=None, help=f"{help + '; ' if help else ''}default: {default}"
+                          + (f" (--quick: {quick_default})" if quick_default else ""))
+        self._out_defaults = (default, quick_default or default)
+
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
+        if hasattr(self, "_out_defaults"):
+            parsed.out = Path(parsed.out or self._out_defaults[1 if getattr(parsed, "quick", False) else 0])
+        if self._systems:
+            parsed.systems = [] if parsed.systems == "none" else parsed.systems.split(",")
+            unknown = sorted(set(parsed.systems) - set(self._systems))
+            if unknown:
+                self.error(f"unknown systems {unknown}; known: {', '.join(self._systems)}")
         for dest, relative in self._data_files.items():
             if getattr(parsed, dest) is None:
                 setattr(parsed, dest, str(Path(parsed.data_root) / relative))

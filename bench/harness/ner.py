@@ -8,7 +8,16 @@ from spacy.training import Example
 
 from spacy_mlm import conll_documents_to_docs, doc_entities, read_conll, spans_to_tags
 
-from .common import REPO, Stopwatch
+from .common import REPO, BenchParser, Stopwatch
+
+
+def add_data_options(parser: BenchParser, n_dev: int) -> None:
+    """CoNLL-2003 train and dev (--train, --dev), how many sentences of each, and --model."""
+    parser.data_file("--train", "conll2003/train.txt")
+    parser.data_file("--dev", "conll2003/valid.txt")
+    parser.model()
+    parser.add_argument("--n-train", type=int, default=4000, help="training sentences (fixed seeded subsample; 0 = all)")
+    parser.add_argument("--n-dev", type=int, default=n_dev, help="dev sentences (seeded subsample; 0 = all)")
 
 
 def load_sentences(path, vocab, limit=0, seed=0):
