@@ -41,7 +41,7 @@ The tuned encoders of docs/similarity.md:
 
     python bench/wic_trained.py [--model DIR] [--data ../shared/data/wic] [--output DIR]
         [--trained PIPELINE] [--tuned SENSE_TUNED_DIR...] [--wic-results LAST_LINE.json]
-        [--cache-dir DIR] [--train-limit N] [--max-steps N]
+        [--cache-dir DIR] [--train-limit N] [--max-steps N] [--quick]
 
 Last line: one JSON object: raw, best, best_transform, trained_head,
 self_supervised (null without --tuned), spacy_trf (from --wic-results), and
@@ -156,7 +156,10 @@ def main(argv=None) -> None:
     parser.add_argument("--train-limit", type=int, default=0, help="train on the first N train pairs (0 = all)")
     parser.add_argument("--max-steps", type=int, default=0, help="override the config's max_steps (0 = keep)")
     parser.threads()
+    parser.quick("the head trained for 20 steps on the first 300 train pairs (unless given)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.train_limit, args.max_steps = args.train_limit or 300, args.max_steps or 20
     data = Path(args.data)
     start = time.time()
     train, dev = select(read_wic_split(data, "train"), args.train_limit), read_wic_split(data, "dev")
