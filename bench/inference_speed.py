@@ -22,8 +22,6 @@ Last line: one JSON object; the int8 figures are all from the one setup in
 `int8_setup`. Words/s are wall-clock (`*_wps`, the issue's figures) and, in
 `cpu_wps_by_threads` / `*_cpu_ratio_*`, per CPU second of this process.
 """
-import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -33,13 +31,10 @@ from pathlib import Path
 import spacy
 import torch
 
+from harness import ner, peers, textcat
+from harness.common import BenchParser, print_result, read_paragraphs, seed_everything
 from spacy_mlm import doc_entities, score_entities
-import classify
-import ner_conll
-from encode_speed import read_paragraphs
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / ".." / "shared" / "data"
 SYSTEMS = {
     "fp32": {"backend": "torch", "precision": "fp32"},
     "bf16": {"backend": "torch", "precision": "bf16"},
@@ -72,21 +67,11 @@ def ours(model_path, settings):
     return nlp
 
 
-def peer(model_path):
-    nlp = spacy.blank("en")
-    span_getter = {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 128, "stride": 96}
-    model = {"@architectures": "spacy-transformers.TransformerModel.v3", "name": model_path,
-             "tokenizer_config": {"use_fast": True}, "get_spans": span_getter}
-    nlp.add_pipe("transformer", config={"model": model})
-    nlp.initialize()
-    return nlp
-
-
 def speeds(model_path, texts, threads, batch_size, repeats, fp32_layers):
     """{system: (wall words/s, CPU-time words/s)} at `threads` threads; int8 keeps
     `fp32_layers` in fp32, as its accuracy pipelines do."""
     torch.set_num_threads(threads)
-    result = {"spacy_trf": words_per_second(peer(model_path), texts, batch_size, repeats)}
+    result = {"spacy_trf": words_per_second(peers.spacy_trf(model_path, initialize=True), texts, batch_size, repeats)}
     for name, settings in SYSTEMS.items():
         kept = {"fp32_layers": fp32_layers} if name == "int8" else {}
         result[name] = words_per_second(ours(model_path, {**settings, **kept}), texts, batch_size, repeats)
@@ -99,29 +84,28 @@ def speeds(model_path, texts, threads, batch_size, repeats, fp32_layers):
 
 
 def train_ner(args, model_path, out: Path) -> Path:
-    """mlm_ner (softmax) from configs/ner.cfg, trained as bench/ner_conll.py trains "ours"."""
-    classify.seed_everything(args.seed)
-    nlp = ner_conll.build_ours(model_path, crf=False)
-    train_docs = ner_conll.load_sentences(args.conll_train, nlp.vocab, args.ner_train, args.seed)
-    order = ner_conll.batches(len(train_docs), args.ner_batch_size, args.epochs, args.seed)
-    budget = argparse.Namespace(lr=args.ner_lr, warmup=0.1)
-    seconds = ner_conll.train_spacy(nlp, ner_conll.gold_examples(nlp, train_docs), order, budget)
+    """mlm_ner (softmax) from configs/ner.cfg, trained as bench/ner_conll.py trains "ours" (harness/ner.py)."""
+    seed_everything(args.seed)
+    nlp = ner.build_ours(model_path, crf=False)
+    train_docs = ner.load_sentences(args.conll_train, nlp.vocab, args.ner_train, args.seed)
+    order = ner.batches(len(train_docs), args.ner_batch_size, args.epochs, args.seed)
+    seconds = ner.train_spacy(nlp, ner.gold_examples(nlp, train_docs), order, args.ner_lr, 0.1)
     print(f"ner: trained on {len(train_docs)} sentences x {args.epochs} epoch(s) in {seconds:.0f}s", flush=True)
     nlp.to_disk(out)
     return out
 
 
 def train_textcat(args, model_path, out: Path) -> Path:
-    """mlm_encoder + mlm_textcat with the factories' defaults, trained as bench/classify.py trains "ours"."""
-    budget = classify.parse_args(["--model", model_path, "--train-size", str(args.textcat_train),
-                                  "--epochs", str(args.epochs), "--sst2-train", str(args.sst2_train),
-                                  "--sst2-dev", str(args.sst2_dev), "--seed", str(args.seed)])
-    train_rows, _, labels = classify.load_task("sst2", budget, args.seed)
-    classify.seed_everything(args.seed)
+    """mlm_encoder + mlm_textcat with the factories' defaults, trained as bench/classify.py trains "ours" (harness/textcat.py)."""
+    budget = textcat.budget(model=model_path, train_size=args.textcat_train, epochs=args.epochs,
+                            sst2_train=args.sst2_train, sst2_dev=args.sst2_dev)
+    train_rows, _, labels = textcat.load_task("sst2", budget, args.seed)
+    seed_everything(args.seed)
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": model_path, "window": budget.max_length}})
     nlp.add_pipe("mlm_textcat")
-    _, seconds = classify.train_spacy(nlp, lambda a, b: nlp.make_doc(a), train_rows, labels, budget, args.seed)
+    example = textcat.label_example(lambda a, b: nlp.make_doc(a), labels)
+    seconds = textcat.train_spacy(nlp, example, train_rows, budget, args.seed)
     print(f"textcat: trained on {len(train_rows)} texts x {args.epochs} epoch(s) in {seconds:.0f}s", flush=True)
     nlp.to_disk(out)
     return out
@@ -149,7 +133,7 @@ def variant(pipeline: Path, name: str, tmp: Path, keep_fp32_layers: str):
 
 
 def ner_f1(nlp, dev_docs) -> float:
-    predicted, _ = ner_conll.predict_spacy(nlp, dev_docs)
+    predicted, _ = ner.predict_spacy(nlp, dev_docs)
     return 100 * score_entities([doc_entities(d) for d in dev_docs], predicted)["ents_f"]
 
 
@@ -174,15 +158,15 @@ def accuracy_costs(args, model_path, tmp: Path):
     ner_model = args.ner_model or train_ner(args, model_path, trained / "ner")
     textcat_model = args.textcat_model or train_textcat(args, model_path, trained / "textcat")
     vocab = spacy.blank("en").vocab
-    dev_docs = ner_conll.load_sentences(args.conll_dev, vocab, args.ner_dev, args.seed)
-    budget = classify.parse_args(["--sst2-train", str(args.sst2_train), "--sst2-dev", str(args.sst2_dev),
-                                  "--test-size", str(args.textcat_dev), "--model", model_path])
-    _, dev_rows, _ = classify.load_task("sst2", budget, args.seed)
+    dev_docs = ner.load_sentences(args.conll_dev, vocab, args.ner_dev, args.seed)
+    budget = textcat.budget(model=model_path, sst2_train=args.sst2_train, sst2_dev=args.sst2_dev,
+                            test_size=args.textcat_dev)
+    _, dev_rows, _ = textcat.load_task("sst2", budget, args.seed)
     print(f"accuracy: NER on {len(dev_docs)} CoNLL dev sentences, textcat on {len(dev_rows)} SST-2 dev texts",
           flush=True)
-    ner = deltas(ner_model, lambda nlp: ner_f1(nlp, dev_docs), tmp, args.keep_fp32_layers)
+    ner_points = deltas(ner_model, lambda nlp: ner_f1(nlp, dev_docs), tmp, args.keep_fp32_layers)
     sst2 = deltas(textcat_model, lambda nlp: textcat_accuracy(nlp, dev_rows), tmp, args.keep_fp32_layers)
-    return ner, sst2, len(dev_docs), len(dev_rows)
+    return ner_points, sst2, len(dev_docs), len(dev_rows)
 
 
 def ratio(speeds_at, name, which):
@@ -191,13 +175,13 @@ def ratio(speeds_at, name, which):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=Path, default=DATA / "raw_text" / "wikitext2" / "valid.txt")
-    parser.add_argument("--conll-train", type=Path, default=DATA / "conll2003" / "train.txt")
-    parser.add_argument("--conll-dev", type=Path, default=DATA / "conll2003" / "valid.txt")
-    parser.add_argument("--sst2-train", type=Path, default=DATA / "sst2" / "train.tsv")
-    parser.add_argument("--sst2-dev", type=Path, default=DATA / "sst2" / "dev.tsv")
-    parser.add_argument("--model", type=str, default=None, help="HF directory (default: packaged MiniLM)")
+    parser = BenchParser(__doc__)
+    parser.data_file("--texts", "raw_text/wikitext2/valid.txt")
+    parser.data_file("--conll-train", "conll2003/train.txt")
+    parser.data_file("--conll-dev", "conll2003/valid.txt")
+    parser.data_file("--sst2-train", "sst2/train.tsv")
+    parser.data_file("--sst2-dev", "sst2/dev.tsv")
+    parser.model()
     parser.add_argument("--n-texts", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
@@ -212,17 +196,14 @@ def main():
     parser.add_argument("--textcat-train", type=int, default=2000, help="SST-2 training texts (seeded subsample)")
     parser.add_argument("--textcat-dev", type=int, default=0, help="SST-2 dev texts scored (0 = all)")
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.seed()
     parser.add_argument("--save-trained", type=Path, default=None,
                         help="keep the pipelines trained here in DIR/ner and DIR/textcat (pass them back with "
                              "--ner-model / --textcat-model to score other int8 setups on the same pipelines)")
     parser.add_argument("--keep-fp32-layers", default="", help="int8: layers kept in fp32 (optimize's option)")
-    parser.add_argument("--quick", action="store_true",
-                        help="unless given: 40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch; "
-                             "300 / 100 dev examples for the pipelines trained here")
+    parser.quick("unless given: 40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch; "
+                "300 / 100 dev examples for the pipelines trained here")
     args = parser.parse_args()
-    if args.model is None:
-        args.model = ner_conll.minilm_path()
     if args.quick:  # small budgets for the options left at their defaults; given pipelines keep whole dev sets
         quick = {"n_texts": 40, "repeats": 1, "threads": "1", "ner_train": 300, "textcat_train": 160, "epochs": 1,
                  "ner_dev": 0 if args.ner_model else 300, "textcat_dev": 0 if args.textcat_model else 100}
@@ -238,7 +219,7 @@ def main():
     first = by_threads[min(by_threads)]
     torch.set_num_threads(min(by_threads))
     with tempfile.TemporaryDirectory() as tmp:
-        ner, sst2, n_ner_dev, n_sst2_dev = accuracy_costs(args, args.model, Path(tmp))
+        ner_points, sst2, n_ner_dev, n_sst2_dev = accuracy_costs(args, args.model, Path(tmp))
     layers = args.keep_fp32_layers or "none"
     summary = {
         "threads": min(by_threads),
@@ -255,13 +236,13 @@ def main():
         "fp32_ratio_vs_spacy_trf": ratio(first, "fp32", 0),
         "int8_cpu_ratio_vs_spacy_trf": ratio(first, "int8", 1),
         "bf16_cpu_ratio_vs_spacy_trf": ratio(first, "bf16", 1),
-        "int8_ner_f1_delta": ner["int8"],
+        "int8_ner_f1_delta": ner_points["int8"],
         "int8_sst2_acc_delta": sst2["int8"],
-        "bf16_ner_f1_delta": ner["bf16"],
+        "bf16_ner_f1_delta": ner_points["bf16"],
         "bf16_sst2_acc_delta": sst2["bf16"],
-        "onnx_fp32_ner_f1_delta": ner["onnx_fp32"],
+        "onnx_fp32_ner_f1_delta": ner_points["onnx_fp32"],
         "onnx_fp32_sst2_acc_delta": sst2["onnx_fp32"],
-        "fp32_ner_f1": ner["fp32"],
+        "fp32_ner_f1": ner_points["fp32"],
         "fp32_sst2_acc": sst2["fp32"],
         "wps_by_threads": {n: {k: round(v[0], 1) for k, v in r.items()} for n, r in by_threads.items()},
         "cpu_wps_by_threads": {n: {k: round(v[1], 1) for k, v in r.items()} for n, r in by_threads.items()},
@@ -270,7 +251,7 @@ def main():
         "n_sst2_dev": n_sst2_dev,
         "quick": args.quick,
     }
-    print(json.dumps(summary))
+    print_result(summary)
 
 
 if __name__ == "__main__":

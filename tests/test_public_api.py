@@ -56,6 +56,6 @@ def test_importing_the_package_loads_every_entry_point_module():
     assert done.stdout.split() == [], "import spacy_mlm does not import these entry-point modules"
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "bench").glob("*.py")), ids=lambda path: path.name)
+@pytest.mark.parametrize("path", sorted((REPO / "bench").rglob("*.py")), ids=lambda path: path.name)
 def test_bench_uses_only_the_public_api(path):
     assert list(private_uses(path)) == []
