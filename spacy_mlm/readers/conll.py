@@ -13,6 +13,7 @@ whole document), which gives the encoder cross-sentence context; groups never
 cross a ``-DOCSTART-``, and sentence starts are set, so a pipeline trained on
 whole documents still knows where each sentence begins.
 """
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional, Union
@@ -167,6 +168,17 @@ def conll_to_docbin(
         n += 1
     atomic_write_bytes(output, docbin.to_bytes())
     return n
+
+
+def is_docbin_file(path: Path) -> bool:
+    """Whether `path` starts as a `DocBin.to_bytes()` does (a zlib stream that
+    inflates): an earlier output of `conll_to_docbin`, never a CoNLL text file."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    try:
+        return bool(zlib.decompressobj().decompress(head, 16))
+    except zlib.error:
+        return False
 
 
 @registry.readers("spacy_mlm.ConllCorpus.v1")
