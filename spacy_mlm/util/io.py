@@ -85,9 +85,15 @@ def atomic_directory(path: PathLike) -> Iterator[Path]:
         # mkdtemp makes the directory private (0700); give it the mode mkdir would
         os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
-        for root, _, files in os.walk(tmp):
+        mask = _umask()
+        for root, dirs, files in os.walk(tmp):
+            for name in dirs:
+                os.chmod(os.path.join(root, name), 0o777 & ~mask)
             for name in files:
                 with open(os.path.join(root, name), "rb") as f:
+                    # whatever wrote it (safetensors' save_file and mkstemp make 0600), it gets
+                    # the mode open() gives, as spaCy's own files have
+                    os.fchmod(f.fileno(), 0o666 & ~mask)
                     os.fsync(f.fileno())
         old = None
         if path.exists():

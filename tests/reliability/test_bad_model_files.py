@@ -3,6 +3,7 @@ path, never a silently random model, a stack trace from inside transformers,
 code from the model directory run, or a question asked."""
 import json
 import os
+import stat
 import re
 import shutil
 
@@ -314,17 +315,32 @@ def test_truncated_component_bytes(encoder_nlp):
     np.testing.assert_array_equal(nlp(text)._.mlm_encoding.hidden, encoder_nlp(text)._.mlm_encoding.hidden)
 
 
-def test_saved_files_are_readable_by_others(tmp_path, encoder_nlp):
-    """Atomic writes go through mkstemp/mkdtemp (private 0600/0700); the saved
-    files must get the usual umask modes so other users can load the model."""
+def test_saved_files_are_readable_by_others(tmp_path, encoder_nlp, tiny_model_dir):
+    """Atomic writes go through mkstemp/mkdtemp (private 0600/0700) and
+    safetensors writes 0600 itself; every file and directory of a saved
+    pipeline, a pretraining output and its checkpoints must get the umask modes
+    so other users (a serving account, a colleague) can load them."""
+    from spacy_mlm.pretraining.config import load_pretraining_config
+    from spacy_mlm.pretraining.loop import pretrain
+    from spacy_mlm.testing import SAMPLE_TEXT
+
+    from ..pretraining.conftest import tiny_overrides
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(SAMPLE_TEXT[i:i + 4]) for i in range(0, 40, 2)), encoding="utf8")
     old = os.umask(0o022)
     try:
         encoder_nlp.to_disk(tmp_path / "pipe")
+        pretrain(load_pretraining_config(None, tiny_overrides(corpus, tiny_model_dir, **{
+            "pretraining.max_steps": 2, "pretraining.checkpoint_every": 1})), tmp_path / "pretrained")
     finally:
         os.umask(old)
-    model_dir = tmp_path / "pipe" / "mlm_encoder" / "model"
-    assert model_dir.stat().st_mode & 0o777 == 0o755
-    assert (tmp_path / "pipe" / "mlm_encoder" / "cfg").stat().st_mode & 0o777 == 0o644
+    for root in (tmp_path / "pipe", tmp_path / "pretrained"):
+        found = [root, *root.rglob("*")]
+        assert {p.name for p in found} >= {"model.safetensors", "cfg", "training_state.pt", "run.json"} - (
+            {"cfg"} if root.name == "pretrained" else {"training_state.pt", "run.json"})
+        for path in found:
+            assert stat.S_IMODE(path.stat().st_mode) == (0o755 if path.is_dir() else 0o644), path
 
 
 LOADS_IN_A_CHILD = """
