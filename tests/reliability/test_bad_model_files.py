@@ -250,8 +250,12 @@ def _write_cfg(text):
 
 
 PIPELINE_CASES = {
-    "other_format_version": (_write_cfg('{"format_version": 99}'), "mlm_encoder", "format version 99"),
-    "no_format_version": (_write_cfg("{}"), "mlm_encoder", "format version None"),
+    "other_format_version": (_write_cfg('{"format_version": 99}'), "mlm_encoder/cfg",
+                             "saved with mlm_encoder format version 99, but this spacy-mlm reads version 1 "
+                             r"\(a newer spacy-mlm wrote it\)"),
+    "format_version_a_string": (_write_cfg('{"format_version": "1"}'), "mlm_encoder/cfg",
+                                "format_version must be an integer, got '1'"),
+    "no_format_version": (_write_cfg("{}"), "mlm_encoder/cfg", "has no format_version"),
     "cfg_truncated": (_write_cfg('{"format'), "mlm_encoder/cfg", "not valid JSON"),
     "cfg_empty": (_write_cfg(""), "mlm_encoder/cfg", "not valid JSON"),
     "cfg_not_object": (_write_cfg("[1, 2]"), "mlm_encoder/cfg", "JSON object"),
@@ -408,9 +412,8 @@ def test_a_pickle_payload_in_pytorch_model_bin_never_runs(model_copy, tmp_path, 
     LOADERS[loader](model_copy)
 
 
-@pytest.mark.parametrize("edit", ["label_dropped", "label_added"])
-def test_a_saved_classifier_whose_labels_disagree_with_its_weights_fails_in_spacy_load(tiny_model_dir, tmp_path, edit):
-    """It loaded and scored two of the three classes under their names, silently."""
+def saved_textcat(tiny_model_dir, path):
+    """A saved encoder + mlm_textcat pipeline with three labels; returns its textcat cfg path."""
     from spacy.training import Example
 
     nlp = spacy.blank("en")
@@ -420,11 +423,43 @@ def test_a_saved_classifier_whose_labels_disagree_with_its_weights_fails_in_spac
     cats = [{"POS": 1.0, "NEG": 0.0, "MEH": 0.0}, {"POS": 0.0, "NEG": 1.0, "MEH": 0.0}, {"POS": 0.0, "NEG": 0.0, "MEH": 1.0}]
     examples = [Example.from_dict(nlp.make_doc(text), {"cats": c}) for text, c in zip(["good", "bad", "so so"], cats)]
     nlp.initialize(lambda: examples)
-    nlp.to_disk(tmp_path / "pipe")
-    cfg_path = tmp_path / "pipe" / "mlm_textcat" / "cfg"
+    nlp.to_disk(path)
+    return path / "mlm_textcat" / "cfg"
+
+
+@pytest.mark.parametrize("edit", ["label_dropped", "label_added"])
+def test_a_saved_classifier_whose_labels_disagree_with_its_weights_fails_in_spacy_load(tiny_model_dir, tmp_path, edit):
+    """It loaded and scored two of the three classes under their names, silently."""
+    cfg_path = saved_textcat(tiny_model_dir, tmp_path / "pipe")
     cfg = srsly.read_json(cfg_path)
     cfg["labels"] = cfg["labels"][:-1] if edit == "label_dropped" else cfg["labels"] + ["EXTRA"]
     srsly.write_json(cfg_path, cfg)
     with pytest.raises(ModelLoadError, match=r"has the labels \[.*\] but the weights score 3 labels \(.*model\)") as info:
         spacy.load(tmp_path / "pipe")
     assert info.value.path == str(cfg_path)
+
+
+SAVED_CFG_EDITS = {
+    # 3 characters give as many "labels" as 3 labels: it loaded and predicted under the labels 'A', 'B', 'C'
+    "labels_a_string": ({"labels": "ABC"}, "labels must be a list of strings, got 'ABC'"),
+    "labels_numbers": ({"labels": [1, 2, 3]}, r"labels must be a list of strings, got \[1, 2, 3\]"),
+    "threshold_a_string": ({"threshold": "0.5"}, "threshold must be a number, got '0.5'"),
+    "format_version_a_string": ({"format_version": "1"}, "format_version must be an integer, got '1'"),
+    "format_version_later": ({"format_version": 2}, "saved with mlm_textcat format version 2, but this spacy-mlm "
+                                                    "reads version 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(SAVED_CFG_EDITS))
+def test_a_saved_cfg_of_the_wrong_kind_fails_in_spacy_load_naming_the_file(tiny_model_dir, tmp_path, case):
+    edit, message = SAVED_CFG_EDITS[case]
+    cfg_path = saved_textcat(tiny_model_dir, tmp_path / "pipe")
+    cfg = srsly.read_json(cfg_path)
+    assert cfg["format_version"] == 1
+    srsly.write_json(cfg_path, {**cfg, **edit})
+    with pytest.raises(ModelLoadError, match=message) as info:
+        spacy.load(tmp_path / "pipe")
+    assert info.value.path == str(cfg_path)
+    del cfg["format_version"]  # a save from before cfgs had a version still loads
+    srsly.write_json(cfg_path, cfg)
+    spacy.load(tmp_path / "pipe")
