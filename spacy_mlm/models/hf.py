@@ -192,6 +192,8 @@ def check_vocab(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
 def _load(path: PathLike, auto_class, **config_options) -> Tuple[PreTrainedModel, object, dict, Path]:
     """(model, tokenizer, transformers' loading info, directory) of `auto_class`
     from a local directory, once every check above has passed."""
+    from ..util.logs import quiet_logger
+
     path = _check_model_dir(path)
     tokenizer = load_tokenizer(path)  # first: it refuses a directory with code of its own
     try:
@@ -199,9 +201,12 @@ def _load(path: PathLike, auto_class, **config_options) -> Tuple[PreTrainedModel
         # ignore_mismatched_sizes=True only makes transformers list the tensors of
         # another shape instead of failing on the first without naming it; any
         # listed one is refused by _check_weights_fit.
-        model, info = auto_class.from_pretrained(
-            str(path), config=config, output_loading_info=True, ignore_mismatched_sizes=True, **LOCAL_ONLY
-        )
+        # transformers' "newly initialized ... You should probably TRAIN this model" is not said:
+        # a missing pooler or head is handled (and logged) here, every other gap refused below
+        with quiet_logger("transformers"):
+            model, info = auto_class.from_pretrained(
+                str(path), config=config, output_loading_info=True, ignore_mismatched_sizes=True, **LOCAL_ONLY
+            )
     except Exception as err:  # transformers raises many kinds here
         raise ModelLoadError(path, f"cannot load the weights ({type(err).__name__}: {err})") from None
     _check_weights_fit(path, model, info)

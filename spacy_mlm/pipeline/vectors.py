@@ -35,7 +35,7 @@ from ..similarity.senses import SenseInventory
 from ..similarity.transforms import TransformChain
 from ..util.io import atomic_write_bytes, atomic_write_text
 from ..util.save import check_saved_cfg
-from ..util.settings import INT, TEXT, check_settings
+from ..util.settings import INT, TEXT, check_settings, one_of
 
 logger = logging.getLogger(__name__)
 
@@ -129,11 +129,8 @@ class SenseLookup:
 
 class ContextualVectors(SenseLookup, Pipe):
     def __init__(self, vocab, name: str, pooling: str, layer: int, n_layers: int, transform, sense_key: str):
-        if pooling not in TOKEN_POOLINGS:
-            raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
-        if sense_key not in SENSE_KEYS:
-            raise SpacyMlmError(f"unknown sense_key {sense_key!r}: expected one of {', '.join(SENSE_KEYS)}")
-        check_settings("mlm_vectors", layer=(layer, INT), n_layers=(n_layers, INT, ">= 1"))
+        check_settings("mlm_vectors", pooling=(pooling, one_of(*TOKEN_POOLINGS)), layer=(layer, INT),
+                       n_layers=(n_layers, INT, ">= 1"), sense_key=(sense_key, one_of(*SENSE_KEYS)))
         self.vocab = vocab
         self.name = name
         self.pooling = pooling

@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Union
 from thinc.api import Config
 
 from ..errors import SpacyMlmError
-from ..util.settings import FLAG, INT, NUMBER, TEXT, check_setting
+from ..util.settings import FLAG, INT, NUMBER, TEXT, check_setting, check_settings, one_of
 
 DEFAULT_CONFIG = """
 [paths]
@@ -181,13 +181,10 @@ def check_values(config: Config) -> None:
             value = value[parent]
         value = value[key]
         check_setting(f"[pretraining{''.join('.' + p for p in parents)}]", key, value, kind, *bounds)
-    if section["objective"] not in OBJECTIVES:
-        raise SpacyMlmError(f"[pretraining] objective must be one of {', '.join(OBJECTIVES)}, got {section['objective']!r}")
-    if section["precision"] not in PRECISIONS:
-        raise SpacyMlmError(f"[pretraining] precision must be one of {', '.join(PRECISIONS)}, got {section['precision']!r}")
-    if section["rtd"]["embedding_sharing"] not in EMBEDDING_SHARING:
-        raise SpacyMlmError(f"[pretraining.rtd] embedding_sharing must be one of {', '.join(EMBEDDING_SHARING)}, "
-                            f"got {section['rtd']['embedding_sharing']!r}")
+    check_settings("[pretraining]", objective=(section["objective"], one_of(*OBJECTIVES)),
+                   precision=(section["precision"], one_of(*PRECISIONS)))
+    check_setting("[pretraining.rtd]", "embedding_sharing", section["rtd"]["embedding_sharing"],
+                  one_of(*EMBEDDING_SHARING))
     if section["objective"] == "rtd" and section["next_sentence"]:
         raise SpacyMlmError("[pretraining] next_sentence works with objective = \"mlm\" only (ELECTRA has no NSP)")
     if section["head_only_steps"] and section["objective"] != "mlm":

@@ -51,7 +51,7 @@ class optional(str):
 
 def is_kind(kind, value) -> Tuple[bool, str]:
     if isinstance(kind, one_of):
-        return value in kind and type(value) in {type(c) for c in kind}, "one of " + ", ".join(map(repr, kind))
+        return value in kind and type(value) in {type(c) for c in kind}, "one of " + ", ".join(map(str, kind))
     if isinstance(kind, optional):
         ok, wanted = is_kind(str(kind), value)
         return value is None or ok, f"null or {wanted}"
