@@ -1,5 +1,7 @@
 """`spacy_mlm pretrain CONFIG OUTPUT_DIR [--resume [--force]] [--section.key value ...]`."""
+import contextlib
 import logging
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -46,8 +48,11 @@ def pretrain_cli(
     section = config["pretraining"]
     corpora = [path for part in ("train", "dev") for path in corpus_paths(section["corpus"][part]).values()]
     inputs = [config_path, section.get("source"), *corpora]
-    with claim_output(output_dir, "pretrain", directory=True, inputs=inputs, replaces_whole=False, force=force):
-        output_dir.mkdir(parents=True, exist_ok=True)
-        mark_output(output_dir, "pretrain")  # now: a killed run's checkpoints are this command's to resume
+    main = not int(os.environ.get("RANK", "0"))  # rank 0 of a torchrun launch checks and holds the output
+    claimed = claim_output(output_dir, "pretrain", directory=True, inputs=inputs, replaces_whole=False, force=force)
+    with claimed if main else contextlib.nullcontext():
+        if main:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            mark_output(output_dir, "pretrain")  # now: a killed run's checkpoints are this command's to resume
         final = pretrain(config, output_dir, resume=resume, quiet=quiet, force=force)
     typer.echo(f"model saved to {final}")

@@ -105,17 +105,16 @@ def check_output(
         )
     if force:
         return output
-    if directory:
-        if marked_by(output) == f"spacy_mlm {command}" or not any(output.iterdir()):
-            return output
-        mine = "not an earlier output of"
-    else:
-        if recognise is not None and recognise(output):
-            return output
-        mine = "not an output of" if recognise is not None else "an existing file, not replaced by"
+    if directory and (marked_by(output) == f"spacy_mlm {command}" or not any(output.iterdir())):
+        return output
+    if not directory and recognise is not None and recognise(output):
+        return output
+    if not directory and recognise is None:
+        raise OutputRefused(output, f"exists: spacy_mlm {command} replaces a file only with --force "
+                                    "(or choose another path)")
+    mine = "an earlier output" if directory else "an output"
     raise OutputRefused(
-        output,
-        f"exists and is {mine} spacy_mlm {command}: pass --force to replace it, or choose another path",
+        output, f"exists and is not {mine} of spacy_mlm {command}: pass --force to replace it, or choose another path"
     )
 
 
