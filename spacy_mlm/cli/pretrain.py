@@ -21,6 +21,11 @@ def pretraining_overrides(args, gpu_id):
     return overrides
 
 
+def is_pretraining_output(path: Path) -> bool:
+    """A pretrain output directory from before outputs were marked: its config and checkpoints."""
+    return (path / "config.cfg").is_file() and (path / "checkpoints").is_dir()
+
+
 @app.command(
     "pretrain", short_help="Masked-LM pretraining of an encoder.",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
@@ -49,7 +54,8 @@ def pretrain_cli(
     corpora = [path for part in ("train", "dev") for path in corpus_paths(section["corpus"][part]).values()]
     inputs = [config_path, section.get("source"), *corpora]
     main = not int(os.environ.get("RANK", "0"))  # rank 0 of a torchrun launch checks and holds the output
-    claimed = claim_output(output_dir, "pretrain", directory=True, inputs=inputs, replaces_whole=False, force=force)
+    claimed = claim_output(output_dir, "pretrain", directory=True, inputs=inputs, replaces_whole=False, force=force,
+                           recognise=is_pretraining_output)
     with claimed if main else contextlib.nullcontext():
         if main:
             output_dir.mkdir(parents=True, exist_ok=True)

@@ -92,7 +92,8 @@ def check_output(
     """Refuse (OutputRefused) an output that `command` must not write; see the
     module docstring. `replaces_whole`: the command replaces the output as a
     whole (an input inside it would go); `recognise(path)`: an existing file
-    is an earlier output of `command`."""
+    (or an unmarked directory, written before markers existed) is an earlier
+    output of `command`."""
     output = check_inputs(output, inputs, replaces_whole)
     if not output.exists() and not output.is_symlink():
         return output
@@ -107,7 +108,7 @@ def check_output(
         return output
     if directory and (marked_by(output) == f"spacy_mlm {command}" or not any(output.iterdir())):
         return output
-    if not directory and recognise is not None and recognise(output):
+    if recognise is not None and recognise(output):
         return output
     if not directory and recognise is None:
         raise OutputRefused(output, f"exists: spacy_mlm {command} replaces a file only with --force "

@@ -146,3 +146,20 @@ def test_a_killed_run_does_not_block_the_next(tmp_path):
     with output_lock(out, "pretrain"):  # the kernel dropped the dead process's lock
         assert time.time() < deadline
     assert not (tmp_path / ".out.lock").exists()
+
+
+def test_a_pretraining_output_from_before_markers_is_still_pretrains(tmp_path):
+    """`pretrain --resume` into a run made before outputs were marked needs no --force
+    (which would also lift the check that the resumed run has the same settings)."""
+    from spacy_mlm.cli.pretrain import is_pretraining_output
+
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "config.cfg").write_text("[pretraining]\n")
+    with claim_output(tmp_path / "run", "pretrain", directory=True, replaces_whole=False,
+                      recognise=is_pretraining_output):
+        pass
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "cat.jpg").write_bytes(b"x")
+    with pytest.raises(OutputRefused, match="not an earlier output of spacy_mlm pretrain"):
+        with claim_output(tmp_path / "photos", "pretrain", directory=True, recognise=is_pretraining_output):
+            pass
