@@ -1,7 +1,21 @@
 """Errors users see. Each names what was wrong and where, so a bad file or model
 can be fixed without reading a stack trace from deep inside torch."""
+import unicodedata
 from pathlib import Path
 from typing import Optional, Union
+
+# Characters a terminal shows as a space or not at all (no-break and other
+# spaces, line and paragraph separators, zero-width and format characters,
+# controls): in a message about a data file they are the likely cause, so
+# they are shown by code point, e.g. <U+00A0>.
+HIDDEN_CATEGORIES = ("Zs", "Zl", "Zp", "Cf", "Cc")
+
+
+def show_invisible(text: str) -> str:
+    """`text` with every hidden character but space, tab and newline as <U+XXXX>."""
+    return "".join(
+        f"<U+{ord(c):04X}>" if c not in " \t\n" and unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in text
+    )
 
 
 class SpacyMlmError(ValueError):
@@ -15,7 +29,7 @@ class DataFormatError(SpacyMlmError):
         self.path = str(path)
         self.line = line
         where = f"{self.path}, line {line}" if line is not None else self.path
-        super().__init__(f"{where}: {message}")
+        super().__init__(show_invisible(f"{where}: {message}"))
 
 
 class ModelLoadError(SpacyMlmError):

@@ -4,7 +4,7 @@ from pathlib import Path
 import typer
 
 from . import app
-from .options import quiet_option
+from .options import force_option, quiet_option
 
 
 @app.command("convert-conll", short_help="Convert a CoNLL NER file to a .spacy corpus.")
@@ -16,9 +16,14 @@ def convert_conll_cli(
     scheme: str = typer.Option("auto", help="auto (IOB1 or IOB2), IOB1, IOB2, BIOES or IO; strict schemes reject ill-formed tags"),
     lang: str = typer.Option("en", help="language of the vocab"),
     quiet: bool = quiet_option(),
+    force: bool = force_option(),
 ):
     """Convert INPUT_PATH to a DocBin with entities and sentence starts."""
-    from ..readers.conll import conll_to_docbin
+    from ..readers.conll import conll_to_docbin, is_docbin_file
+    from ..util.outputs import claim_output
 
-    n = conll_to_docbin(input_path, output_path, n_sents=n_sents, tag_column=tag_column, scheme=scheme, lang=lang, quiet=quiet)
+    with claim_output(output_path, "convert-conll", directory=False, inputs=[input_path], force=force,
+                      recognise=is_docbin_file):
+        n = conll_to_docbin(input_path, output_path, n_sents=n_sents, tag_column=tag_column, scheme=scheme,
+                            lang=lang, quiet=quiet)
     typer.echo(f"wrote {n} docs to {output_path}")

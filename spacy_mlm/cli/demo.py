@@ -212,22 +212,29 @@ def demo_cli(
     ),
     workflow: str = typer.Option("demo", help="workflow to run (demo = embedded default data)"),
     run: bool = typer.Option(True, "--run/--no-run", help="run the workflow (else only report the last results)"),
-    force: bool = typer.Option(False, help="rerun every command even if its inputs did not change"),
+    force: bool = typer.Option(
+        False, help="rerun every command even if its inputs did not change (and use a --dir that is not an "
+        "earlier demo folder)"),
 ):
     """Unpack the packaged spaCy project into --dir (default ./spacy-mlm-demo),
     run its demo workflow there, then print the results table and one example
     per capability. Extra options are passed on as project vars, e.g.
     --vars.train_steps 300."""
+    from ..util.outputs import claim_output, mark_output
+
     started = time.time()
-    project_dir = unpack_project(directory) if run else directory / "project"
+    project_dir = directory / "project"
     if run:
-        command: List[str] = [sys.executable, "-m", "spacy", "project", "run", workflow, str(project_dir), *ctx.args]
-        if force:
-            command.append("--force")
-        typer.echo("$ " + " ".join(command[1:]))
-        if subprocess.run(command).returncode:
-            typer.echo("error: the project workflow failed (see above)", err=True)
-            raise typer.Exit(1)
+        with claim_output(directory, "demo", directory=True, replaces_whole=False, force=force):
+            unpack_project(directory)
+            mark_output(directory, "demo")  # a failed workflow's outputs are still the next run's to reuse
+            command: List[str] = [sys.executable, "-m", "spacy", "project", "run", workflow, str(project_dir), *ctx.args]
+            if force:
+                command.append("--force")
+            typer.echo("$ " + " ".join(command[1:]))
+            if subprocess.run(command).returncode:
+                typer.echo("error: the project workflow failed (see above)", err=True)
+                raise typer.Exit(1)
     elif not (project_dir / "training").is_dir():
         typer.echo(f"error: no results in {project_dir} (run the demo there first: drop --no-run)", err=True)
         raise typer.Exit(1)

@@ -4,7 +4,7 @@ from pathlib import Path
 import typer
 
 from . import app
-from .options import gpu_id_option, use_gpu
+from .options import force_option, gpu_id_option, use_gpu
 
 
 def load_encoder_pipeline(model: str, lang: str = "en"):
@@ -65,6 +65,7 @@ def export_encoder_cli(
     pipeline: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_encoder"),
     output_dir: Path = typer.Argument(..., help="where to write the Hugging Face directory"),
     component: str = typer.Option(None, help="name of the encoder component (default: the first mlm_encoder)"),
+    force: bool = force_option(),
 ):
     """Write the (fine-tuned) encoder and tokenizer as a plain Hugging Face directory."""
     import spacy
@@ -72,12 +73,14 @@ def export_encoder_cli(
     from ..models.hf import save_backbone
     from ..models.encoder import get_hf_model
     from ..pipeline.encoder import MLMEncoder
+    from ..util.outputs import claim_output
 
-    nlp = spacy.load(pipeline)
-    names = [name for name, pipe in nlp.pipeline if isinstance(pipe, MLMEncoder)]
-    name = component or (names[0] if names else None)
-    if name is None or name not in names:
-        raise typer.BadParameter(f"{pipeline} has no mlm_encoder component named {component!r}; it has {names}")
-    encoder = nlp.get_pipe(name)
-    save_backbone(get_hf_model(encoder.model), encoder.model.attrs["tokenizer"].hf, output_dir)
+    with claim_output(output_dir, "export-encoder", directory=True, inputs=[pipeline], force=force):
+        nlp = spacy.load(pipeline)
+        names = [name for name, pipe in nlp.pipeline if isinstance(pipe, MLMEncoder)]
+        name = component or (names[0] if names else None)
+        if name is None or name not in names:
+            raise typer.BadParameter(f"{pipeline} has no mlm_encoder component named {component!r}; it has {names}")
+        encoder = nlp.get_pipe(name)
+        save_backbone(get_hf_model(encoder.model), encoder.model.attrs["tokenizer"].hf, output_dir)
     typer.echo(f"wrote {output_dir}")

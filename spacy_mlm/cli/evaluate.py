@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .options import gpu_id_option, quiet_option, use_gpu
+from .options import force_option, gpu_id_option, quiet_option, use_gpu
 
 
 def run_evaluation(model: Path, data: Path, task: str = "auto", baseline: Optional[Path] = None, **options):
@@ -44,14 +44,19 @@ def evaluate_cli(
     batch_size: int = typer.Option(64, "--batch-size", help="docs per pipeline batch"),
     gpu_id: int = gpu_id_option(),
     quiet: bool = quiet_option(),
+    force: bool = force_option("write into OUTPUT_DIR even if it is not an earlier output of evaluate"),
 ):
     """Score MODEL on DATA; write OUTPUT_DIR/metrics.json and charts. Prints one JSON line last."""
     from ..evaluation.report import comparison_lines, entity_table, metrics_report, summary_json, summary_line, write_report
 
+    from ..util.outputs import claim_output
+
     use_gpu(gpu_id)
-    evaluation = run_evaluation(model, data, task, baseline, n_sents=n_sents, batch_size=batch_size,
-                                n_samples=n_samples, seed=seed, confidence=confidence, quiet=quiet)
-    write_report(evaluation, metrics_report(evaluation, model, baseline), output_dir, displacy_docs)
+    with claim_output(output_dir, "evaluate", directory=True, inputs=[model, data, baseline], replaces_whole=False,
+                      force=force):
+        evaluation = run_evaluation(model, data, task, baseline, n_sents=n_sents, batch_size=batch_size,
+                                    n_samples=n_samples, seed=seed, confidence=confidence, quiet=quiet)
+        write_report(evaluation, metrics_report(evaluation, model, baseline), output_dir, displacy_docs)
     lines = entity_table(evaluation.model.scores) if evaluation.task == "ner" else []
     for line in [*lines, summary_line(evaluation), *comparison_lines(evaluation)]:
         typer.echo(line)

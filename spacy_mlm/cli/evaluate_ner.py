@@ -1,5 +1,6 @@
 """`spacy_mlm evaluate-ner`: `evaluate --task ner` that prints the entity
 P/R/F1 table only, and writes no pictures."""
+import contextlib
 import json
 from pathlib import Path
 from typing import Optional
@@ -8,7 +9,7 @@ import typer
 
 from . import app
 from .evaluate import run_evaluation
-from .options import gpu_id_option, quiet_option, use_gpu
+from .options import force_option, gpu_id_option, quiet_option, use_gpu
 
 
 @app.command("evaluate-ner", short_help="Entity P/R/F1 of an NER pipeline, per type.")
@@ -20,15 +21,28 @@ def evaluate_ner_cli(
     gpu_id: int = gpu_id_option(),
     quiet: bool = quiet_option(),
     output: Optional[Path] = typer.Option(None, "--output", help="also write the scores as JSON here"),
+    force: bool = force_option("replace --output even if it is not an earlier output of evaluate-ner"),
 ):
     """Entity-level precision, recall and F1 (exact span and type match; a partial
     span is one false positive and one false negative), overall and per type."""
     from ..evaluation.report import entity_table
     from ..util.io import atomic_write_text
+    from ..util.outputs import claim_output
 
     use_gpu(gpu_id)
-    scores = run_evaluation(model, data, "ner", n_sents=n_sents, batch_size=batch_size, quiet=quiet).model.scores
-    for line in entity_table(scores):
-        typer.echo(line)
-    if output is not None:
-        atomic_write_text(output, json.dumps(scores, indent=2))
+    claimed = (claim_output(output, "evaluate-ner", directory=False, inputs=[model, data], force=force,
+                            recognise=is_scores_file) if output is not None else contextlib.nullcontext())
+    with claimed:
+        scores = run_evaluation(model, data, "ner", n_sents=n_sents, batch_size=batch_size, quiet=quiet).model.scores
+        for line in entity_table(scores):
+            typer.echo(line)
+        if output is not None:
+            atomic_write_text(output, json.dumps(scores, indent=2))
+
+
+def is_scores_file(path: Path) -> bool:
+    """An earlier `--output` of evaluate-ner: a JSON object of entity scores."""
+    try:
+        return "ents_f" in json.loads(path.read_text(encoding="utf8"))
+    except (OSError, ValueError, TypeError):
+        return False

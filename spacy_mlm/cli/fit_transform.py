@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .options import gpu_id_option, quiet_option, use_gpu
+from .options import force_option, gpu_id_option, quiet_option, use_gpu
 
 
 @app.command("fit-transform", short_help="Fit a vector transformation on a corpus.")
@@ -24,6 +24,7 @@ def fit_transform_cli(
     batch_size: int = typer.Option(64, help="docs per encoder batch"),
     gpu_id: int = gpu_id_option(),
     quiet: bool = quiet_option(),
+    force: bool = force_option("replace OUTPUT_DIR even if it is not an earlier output of fit-transform"),
 ):
     """Fit remove-static / center / standardize / all-but-the-top / whitening on the contextual token
     vectors of CORPUS and save the pipeline (encoder + mlm_vectors with the
@@ -33,17 +34,19 @@ def fit_transform_cli(
     from ..vectors_pipeline import docs_before, load_vectors_pipeline
     from ..readers.corpus import read_corpus
     from ..util.io import atomic_directory
+    from ..util.outputs import claim_output
     from ..util.progress import track
     from .wic import vector_overrides
 
     use_gpu(gpu_id)
 
     overrides = vector_overrides(pooling, layer, n_layers, steps, n_components)
-    nlp, name = load_vectors_pipeline(model, **overrides)
-    texts = (segment for document in read_corpus(corpus, text_field=text_field) for segment in document)
-    component = nlp.get_pipe(name)
-    docs = track(docs_before(nlp, name, texts, batch_size), None, "fit transform", "docs", quiet=quiet)
-    n = component.fit_transform(docs, max_vectors=max_vectors)
-    with atomic_directory(output_dir) as tmp:
-        nlp.to_disk(tmp)
+    with claim_output(output_dir, "fit-transform", directory=True, inputs=[model, corpus], force=force):
+        nlp, name = load_vectors_pipeline(model, **overrides)
+        texts = (segment for document in read_corpus(corpus, text_field=text_field) for segment in document)
+        component = nlp.get_pipe(name)
+        docs = track(docs_before(nlp, name, texts, batch_size), None, "fit transform", "docs", quiet=quiet)
+        n = component.fit_transform(docs, max_vectors=max_vectors)
+        with atomic_directory(output_dir) as tmp:
+            nlp.to_disk(tmp)
     typer.echo(f"fitted {component.transform.describe()} on {n} token vectors; saved pipeline to {output_dir}")

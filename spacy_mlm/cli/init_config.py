@@ -9,15 +9,23 @@ import typer
 from . import app
 
 
-def write_config(output: str, text: str) -> None:
-    """`text` to the file `output` (atomically), or to stdout for "-"."""
+def write_config(output: str, text: str, command: str, inputs, force: bool) -> None:
+    """`text` to the file `output` (atomically), or to stdout for "-". An
+    existing file is a config someone may have edited: replaced only with
+    --force, as `spacy init config` does."""
     from ..util.io import atomic_write_text
+    from ..util.outputs import claim_output
 
     if output == "-":
         typer.echo(text, nl=False)
         return
-    atomic_write_text(output, text)
+    with claim_output(output, command, directory=False, inputs=inputs, force=force):
+        atomic_write_text(output, text)
     typer.echo(f"wrote {output}", err=True)
+
+
+def force_config_option():
+    return typer.Option(False, "--force", "-F", help="replace an existing OUTPUT file")
 
 
 def check_encoder_dir(encoder: str) -> None:
@@ -40,6 +48,7 @@ def init_config_cli(
     precision: str = typer.Option(
         "auto", "--precision", help="fp32 | bf16 | auto: bf16 where this machine's CPU (or GPU, with --gpu) "
         "multiplies bfloat16 natively, else fp32; the reason is written into the config"),
+    force: bool = force_config_option(),
 ):
     """Write a complete, commented spaCy config for TASK on ENCODER: an
     mlm_encoder and the task's component, corpora that read the task's usual
@@ -54,7 +63,7 @@ def init_config_cli(
     warning = precision_setting(precision, gpu).warning
     if warning:
         typer.echo(f"warning: {warning}", err=True)
-    write_config(output, text)
+    write_config(output, text, "init-config", [encoder] if encoder else [], force)
 
 
 @app.command("init-pretrain-config", short_help="Write a complete masked-LM pretraining config.")
@@ -62,6 +71,7 @@ def init_pretrain_config_cli(
     output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
     source: Optional[str] = typer.Option(
         None, "--source", help="HF directory to continue pretraining from (default: train from scratch)"),
+    force: bool = force_config_option(),
 ):
     """Write the pretraining config with every setting and its default, for
     `python -m spacy_mlm pretrain OUTPUT OUTPUT_DIR --paths.train corpus.txt`."""
@@ -69,4 +79,4 @@ def init_pretrain_config_cli(
 
     if source is not None:
         check_encoder_dir(source)
-    write_config(output, render_pretraining_config(source, output=output))
+    write_config(output, render_pretraining_config(source, output=output), "init-pretrain-config", [source], force)

@@ -10,6 +10,7 @@ import numpy as np
 import typer
 
 from . import app
+from .options import force_option
 
 
 def optimized_config(config, precision: str, fp32_layers: Dict[str, List[int]]):
@@ -100,6 +101,7 @@ def optimize_cli(
     sample: Path = typer.Option(
         None, help="texts, one a line, to report agreement on (default: --calibrate's, else 16 built in)"
     ),
+    force: bool = force_option(),
 ):
     """Write PIPELINE to OUTPUT with its encoder exported to ONNX (int8 or fp32) for
     fast CPU inference, and print how well its outputs agree with PIPELINE's on a
@@ -109,6 +111,7 @@ def optimize_cli(
     import spacy_mlm  # noqa: F401  (registers the factories)
     from ..models.encoder import choose_fp32_layers
     from ..testing import SAMPLE_TEXT
+    from ..util.outputs import claim_output
     from ..util.save import save_atomically
 
     if precision not in ("int8", "fp32"):
@@ -118,17 +121,18 @@ def optimize_cli(
         raise typer.BadParameter("--keep-fp32-layers and --calibrate apply to --precision int8 only")
     if not (pipeline / "config.cfg").is_file():
         raise typer.BadParameter(f"{pipeline} is not a saved spaCy pipeline (no config.cfg)")
-    calibration = None if calibrate is None else read_lines(calibrate)
-    texts = read_lines(sample) if sample else calibration or SAMPLE_TEXT
-    original = spacy.load(pipeline)
-    names = encoder_names(original)
-    layers = {name: keep for name in names}
-    if calibration is not None:
-        docs = [original.make_doc(t) for t in calibration]
-        for name in names:
-            layers[name] = choose_fp32_layers(original.get_pipe(name).model, docs, min_cosine, keep)
-    optimized = load_optimized(pipeline, precision, layers)
-    save_atomically(optimized, output)
+    with claim_output(output, "optimize", directory=True, inputs=[pipeline, calibrate, sample], force=force):
+        calibration = None if calibrate is None else read_lines(calibrate)
+        texts = read_lines(sample) if sample else calibration or SAMPLE_TEXT
+        original = spacy.load(pipeline)
+        names = encoder_names(original)
+        layers = {name: keep for name in names}
+        if calibration is not None:
+            docs = [original.make_doc(t) for t in calibration]
+            for name in names:
+                layers[name] = choose_fp32_layers(original.get_pipe(name).model, docs, min_cosine, keep)
+        optimized = load_optimized(pipeline, precision, layers)
+        save_atomically(optimized, output)
     scores = agreement(original, spacy.load(output), texts)
     typer.echo(f"wrote {output} ({precision}); agreement with {pipeline} on {len(texts)} texts:")
     for name in names if precision == "int8" else ():

@@ -10,6 +10,10 @@ def quiet_option():
     return typer.Option(False, "--quiet", "-q", help="no progress bar or progress lines on stderr")
 
 
+def force_option(help: str = "replace OUTPUT even if it is not an earlier output of this command"):
+    return typer.Option(False, "--force", help=help)
+
+
 def use_gpu(gpu_id: int) -> None:
     """Run spaCy's ops and every torch module on GPU `gpu_id` (-1: the CPU)."""
     from spacy.cli._util import setup_gpu

@@ -6,7 +6,7 @@ from typing import List
 import typer
 
 from . import app
-from .options import quiet_option
+from .options import force_option, quiet_option
 
 
 @app.command("sense-tune", short_help="Self-supervised sense tuning of an encoder on raw text (no labels).")
@@ -23,6 +23,7 @@ def sense_tune_cli(
     same_word: int = typer.Option(1, "--same-word", help="1: random sentences per batch; k: batch_size/k words with k sentences each (the same word in other contexts among the negatives)"),
     seed: int = typer.Option(0, "--seed", help="random seed of the target words, masks, dropout and batch order"),
     quiet: bool = quiet_option(),
+    force: bool = force_option("replace OUTPUT_DIR even if it is not an earlier output of sense-tune"),
 ):
     """MirrorWiC-style tuning: a random word of each sentence is its target; the
     sentence is read as it is and with a random span masked (dropout on in both),
@@ -31,6 +32,7 @@ def sense_tune_cli(
     any mlm_encoder's path) to OUTPUT_DIR, atomically, with sense_tuning.json."""
     from ..errors import SpacyMlmError
     from ..pretraining.sense_tuning import SenseTuneSettings, sense_tune
+    from ..util.outputs import claim_output
 
     if len(paths) < 2:
         raise SpacyMlmError("give at least one raw text file and then OUTPUT_DIR")
@@ -39,6 +41,7 @@ def sense_tune_cli(
     settings = SenseTuneSettings(steps=steps, batch_size=batch_size, learn_rate=learn_rate, temperature=temperature,
                                  max_span=max_span, layer=layer, max_sentences=max_sentences,
                                  same_word=same_word, seed=seed)
-    summary = sense_tune(model_dir, raw, output_dir, settings, quiet=quiet)
+    with claim_output(output_dir, "sense-tune", directory=True, inputs=[model_dir, *raw], force=force):
+        summary = sense_tune(model_dir, raw, output_dir, settings, quiet=quiet)
     typer.echo(f"loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f} over {steps} steps "
                f"({summary['sentences']} sentences, {summary['seconds']:.0f} s); encoder saved to {output_dir}")

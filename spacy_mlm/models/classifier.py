@@ -24,6 +24,7 @@ from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d
 
 from ..errors import SpacyMlmError
+from ..util.settings import FLAG, INT, NUMBER, check_settings, optional
 from .initialization import init_output_layer
 from .listener import initialized_width
 from .torch_shim import TorchShim
@@ -66,6 +67,7 @@ def build_classifier_head_v3(
     hidden_width: width of an extra ReLU layer before the output; 0 = none.
     nO: number of labels; set by the component from its labels.
     init_std: the output weights start as Normal(0, init_std)."""
+    check_settings("spacy_mlm.ClassifierHead.v3", exclusive_classes=(exclusive_classes, FLAG))
     return _head_model("mlm_classifier_head", tok2vec, hidden_width, nO, init_std,
                        exclusive_classes=bool(exclusive_classes))
 
@@ -109,6 +111,8 @@ def build_regression_head_v1(
 
 
 def _head_model(name: str, tok2vec: Model, hidden_width: int, nO: Optional[int], init_std: float, **attrs) -> Model:
+    check_settings(f"the {name}'s", hidden_width=(hidden_width, INT, ">= 0"), nO=(nO, optional(INT), ">= 1"),
+                   init_std=(init_std, NUMBER, ">= 0"))
     return Model(
         name,
         _classifier_forward,

@@ -24,6 +24,7 @@ from spacy.util import registry
 from thinc.api import Model
 
 from ..errors import NotInitializedError, SpacyMlmError
+from ..util.settings import FLAG, INT, INTS, NUMBER, TEXT, check_settings
 from ..tokenization.align import Alignment, align_pieces_to_tokens
 from ..tokenization.batching import length_batches
 from .hf import (
@@ -71,6 +72,12 @@ def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_ba
         "backend": "torch", "precision": "fp32", "fp32_layers": [], "onnx": None,
         **options, "path": path, "output_hidden_states": output_hidden_states, "max_batch_pieces": max_batch_pieces,
     }
+    check_settings(
+        "the mlm_encoder model's", path=(path, TEXT), window=(attrs["window"], INT, ">= 0"),
+        overlap=(attrs["overlap"], INT, ">= 0"), trainable_layers=(attrs["trainable_layers"], INT, ">= -1"),
+        output_hidden_states=(output_hidden_states, FLAG), max_batch_pieces=(max_batch_pieces, INT, ">= 1"),
+        fp32_layers=(attrs["fp32_layers"], INTS),
+    )
     backend, precision = attrs["backend"], attrs["precision"]
     if backend not in BACKENDS:
         raise SpacyMlmError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -153,6 +160,11 @@ def build_scratch_encoder_v2(
     `tokenizer_path` is a directory with a fast tokenizer (see `spacy_mlm pretrain`).
     The other settings are HFEncoder.v2's; with backend = "onnx" the graph is
     exported from the weights a saved pipeline loads (random ones in `initialize`)."""
+    check_settings(
+        "spacy_mlm.ScratchEncoder", architecture=(architecture, TEXT), hidden_width=(hidden_width, INT, ">= 1"),
+        depth=(depth, INT, ">= 1"), n_heads=(n_heads, INT, ">= 1"), intermediate_width=(intermediate_width, INT, ">= 1"),
+        max_positions=(max_positions, INT, ">= 8"), dropout=(dropout, NUMBER, ">= 0", "< 1"),
+    )
 
     options = dict(
         window=window, overlap=overlap, trainable_layers=trainable_layers,

@@ -22,14 +22,12 @@ each error names the directory or file:
 """
 import json
 import logging
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
-from transformers.utils import logging as transformers_logging
 
 from ..errors import ModelLoadError, SpacyMlmError
 from ..util.io import atomic_directory, recover_directory
@@ -191,26 +189,11 @@ def check_vocab(model: PreTrainedModel, tokenizer, path: PathLike) -> None:
         )
 
 
-@contextmanager
-def _loading_report_muted():
-    """transformers' own loading report off for one `from_pretrained`: it warns
-    that a bare encoder loaded from a *ForMaskedLM checkpoint leaves the head's
-    weights unused ("This IS expected if ...") and that a head missing from the
-    weights is newly initialised ("You should probably TRAIN this model"), both
-    expected here and both checked by `_check_weights_fit` (an error where it
-    matters) and `load_mlm_model` (its own warning, in this project's words).
-    Its verbosity is restored afterwards, so other loads keep theirs."""
-    verbosity = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        transformers_logging.set_verbosity(verbosity)
-
-
 def _load(path: PathLike, auto_class, **config_options) -> Tuple[PreTrainedModel, object, dict, Path]:
     """(model, tokenizer, transformers' loading info, directory) of `auto_class`
     from a local directory, once every check above has passed."""
+    from ..util.logs import quiet_logger
+
     path = _check_model_dir(path)
     tokenizer = load_tokenizer(path)  # first: it refuses a directory with code of its own
     try:
@@ -218,7 +201,9 @@ def _load(path: PathLike, auto_class, **config_options) -> Tuple[PreTrainedModel
         # ignore_mismatched_sizes=True only makes transformers list the tensors of
         # another shape instead of failing on the first without naming it; any
         # listed one is refused by _check_weights_fit.
-        with _loading_report_muted():
+        # transformers' "newly initialized ... You should probably TRAIN this model" is not said:
+        # a missing pooler or head is handled (and logged) here, every other gap refused below
+        with quiet_logger("transformers"):
             model, info = auto_class.from_pretrained(
                 str(path), config=config, output_loading_info=True, ignore_mismatched_sizes=True, **LOCAL_ONLY
             )

@@ -25,6 +25,7 @@ from thinc.types import Floats2d, Ragged
 
 from ..errors import SpacyMlmError
 from ..tokenization.pair import PAIR_ATTR
+from ..util.settings import INT, TEXT, check_settings, optional
 from .encoding import ENCODING_ATTR, EncoderBatch
 from .pooling import DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_rows, pool_doc
 
@@ -99,6 +100,7 @@ def build_encoder_listener_v1(
     for pair Docs, [u, v, |u - v|] with u and v the means of each side's pieces,
     three times the encoder's width).
     width: the encoder's hidden size; null = taken from the encoder when it loads."""
+    check_listener_settings(width, upstream)
     return EncoderListener(upstream, width, pooling)
 
 
@@ -107,7 +109,12 @@ def build_encoder_piece_listener_v1(width: Optional[int] = None, upstream: str =
     """One row per (token, piece) pair, grouped by token: a `Ragged` per doc whose
     `lengths` are the pieces of each token (0 for a token without pieces), for
     taggers that score every subword. width: as for the EncoderListener."""
+    check_listener_settings(width, upstream)
     return EncoderListener(upstream, width, PIECES)
+
+
+def check_listener_settings(width: Optional[int], upstream: str) -> None:
+    check_settings("spacy_mlm.EncoderListener", width=(width, optional(INT), ">= 1"), upstream=(upstream, TEXT))
 
 
 def _pool(pooling: str, hidden: torch.Tensor, cls: torch.Tensor, pooled: Optional[torch.Tensor], alignment,

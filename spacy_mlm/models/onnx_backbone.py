@@ -41,6 +41,7 @@ import torch
 
 from ..errors import ModelLoadError, SpacyMlmError
 from ..util.io import atomic_write_bytes
+from ..util.logs import quiet_logger
 
 ONNX_FILE = "backbone.onnx"
 OPSET = 17
@@ -166,7 +167,7 @@ def quantize_int8(graph: bytes, keep_fp32: Sequence[str] = ()) -> bytes:
     require_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with tempfile.TemporaryDirectory() as tmp, _quiet_logger("root"):
+    with tempfile.TemporaryDirectory() as tmp, quiet_logger("root"):
         source, target = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         source.write_bytes(graph)
         quantize_dynamic(
@@ -178,19 +179,6 @@ def quantize_int8(graph: bytes, keep_fp32: Sequence[str] = ()) -> bytes:
             nodes_to_exclude=list(keep_fp32),
         )
         return target.read_bytes()
-
-
-@contextmanager
-def _quiet_logger(name: str):
-    """Silence a logger below ERROR for a block (ORT's quantizer logs advice on
-    preprocessing to the root logger at every call)."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def with_settings(graph: bytes, settings: Dict) -> bytes:

@@ -45,6 +45,7 @@ from spacy.util import registry
 from thinc.api import Model
 
 from ..errors import SpacyMlmError
+from ..util.settings import FLAG, NUMBER, check_settings
 from .encoding import DocEncoding
 from .pooling import TOKEN_POOLINGS, pool_tokens
 from .torch_shim import TorchShim
@@ -134,6 +135,7 @@ def build_sense_head_v1(pooling: str = "mean", context: bool = True, init_scale:
     pooling: how a token's pieces become one vector (per layer): mean | first | last | max.
     context: add the sentence's (learned weight) to each token's vector (see the module docstring).
     init_scale: the starting scale of the pair loss's logits (scale * cosine + bias)."""
+    check_settings("spacy_mlm.SenseHead.v1", context=(context, FLAG))
     return _sense_head_model(SenseHead, pooling, init_scale, context=bool(context))
 
 
@@ -150,8 +152,7 @@ def build_sense_head_v2(pooling: str = "mean", init_scale: float = 10.0) -> Mode
 def _sense_head_model(module: type, pooling: str, init_scale: float, **attrs) -> Model:
     if pooling not in TOKEN_POOLINGS:
         raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
-    if not init_scale > 0:
-        raise SpacyMlmError(f"init_scale must be > 0, got {init_scale}")
+    check_settings("spacy_mlm.SenseHead", init_scale=(init_scale, NUMBER, "> 0"))
     return Model(
         "mlm_sense_head",
         _forward,

@@ -18,6 +18,7 @@ from spacy.util import registry
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Ragged
 
+from ..util.settings import FLAG, INT, NUMBER, check_settings, optional
 from .initialization import init_output_layer
 from .listener import initialized_width
 from .torch_shim import TorchShim
@@ -69,6 +70,8 @@ def build_token_tagger_v3(
     its labels. `crf = true` adds a linear-chain CRF over the token scores
     (likelihood training, Viterbi decoding). `init_std`: the output weights
     start as Normal(0, init_std), as in Hugging Face's token-classification head."""
+    check_settings("spacy_mlm.TokenTagger.v3", nO=(nO, optional(INT), ">= 1"), crf=(crf, FLAG),
+                   init_std=(init_std, NUMBER, ">= 0"))
     return Model(
         "token_tagger",
         _tagger_forward,

@@ -32,7 +32,8 @@ from ..tokenization.pair import make_pair_doc
 from ..errors import SpacyMlmError
 from .pair_input import PairInputGuard
 from ..scoring.textcat import unknown_gold_labels
-from ..util.save import check_outputs_fit, checked_from_disk
+from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
+from ..util.settings import FLAG, NUMBER, TEXT, TEXTS, check_settings, optional
 
 DEFAULT_CLASSIFIER_MODEL = Config().from_str(
     """
@@ -113,6 +114,7 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         class_weights: ClassWeights = None,
         scorer: Optional[Callable] = None,
     ):
+        check_settings(f"'{name}'", threshold=(threshold, NUMBER, ">= 0", "<= 1"))
         exclusive = model.attrs.get("exclusive_classes")
         if exclusive is None:
             raise SpacyMlmError(
@@ -123,6 +125,7 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
             raise SpacyMlmError(f"class_weights must be null, \"balanced\" or a dict, got {class_weights!r}")
         super().__init__(vocab, model, name, threshold=threshold, scorer=scorer)
         self.cfg["exclusive_classes"] = bool(exclusive)
+        self.cfg["format_version"] = COMPONENT_CFG_VERSION
         self.cfg["class_weights"] = class_weights
 
     @property
@@ -186,7 +189,9 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         """spaCy's loader, with errors that name a missing or truncated file, and
         a check that the saved labels fit the saved weights."""
         load = super().from_disk
-        checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude)
+        schema = {"labels": TEXTS, "threshold": NUMBER, "exclusive_classes": FLAG, "positive_label": optional(TEXT),
+                  "pair_input": FLAG}
+        checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude, schema)
         check_outputs_fit(path, self.model, len(self.labels), f"the labels {list(self.labels)}", "labels")
         return self
 

@@ -23,6 +23,7 @@ from ..errors import ModelLoadError, SpacyMlmError
 from ..tokenization.context import check_context, install_context_extension
 from ..tokenization.pair import install_pair_extension
 from ..util.io import atomic_write_text, directory_from_bytes, directory_to_bytes
+from ..util.save import check_saved_cfg
 
 FORMAT_VERSION = 1
 
@@ -233,13 +234,7 @@ class MLMEncoder(TrainablePipe):
             cfg = srsly.read_json(cfg_path)
         except ValueError as err:
             raise ModelLoadError(cfg_path, f"is not valid JSON ({err})") from None
-        if not isinstance(cfg, dict):
-            raise ModelLoadError(cfg_path, f"should hold a JSON object, not {type(cfg).__name__}")
-        version = cfg.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ModelLoadError(
-                path, f"saved with encoder format version {version}; this spacy-mlm reads version {FORMAT_VERSION}"
-            )
+        check_saved_cfg(cfg_path, cfg, "mlm_encoder", FORMAT_VERSION, {})
         _set_backbone(self.model, *load_backbone(path / "model"))
         # the saved graph when it fits the config, so loading does not export again
         graph_path = path / ONNX_FILE

@@ -39,7 +39,8 @@ from ..tagging.emissions import pad_rows, token_emissions
 from ..tagging.losses import sequence_loss, subword_softmax_loss
 from ..tokenization.context import CONTEXTS, sentence_starts
 from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
-from ..util.save import check_outputs_fit, checked_from_disk
+from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
+from ..util.settings import FLAG, TEXT, TEXTS, check_settings
 
 TAG_PROBS_ATTR = "tag_probs"
 SUBWORD_LOSSES = ("all", "first")
@@ -101,11 +102,17 @@ def make_mlm_ner(
         (`token.is_sent_start`) as a sequence of its own, which is what an encoder
         with context = "document" was trained for (set both the same).
     """
+    check_settings("mlm_ner", scheme=(scheme, TEXT), constrained=(constrained, FLAG), store_probs=(store_probs, FLAG))
     if not Doc.has_extension(TAG_PROBS_ATTR):
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
     settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs)
     subwords = dict(subword_loss=subword_loss, subword_decode=subword_decode)
     return EntityTagger(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
+
+
+# the saved cfg's settings and their kinds (checked on load)
+SAVED_CFG = {"labels": TEXTS, "scheme": TEXT, "constrained": FLAG, "store_probs": FLAG, "subword_loss": TEXT,
+             "subword_decode": TEXT, "context": TEXT}
 
 
 class EntityTagger(TrainablePipe):
@@ -119,7 +126,8 @@ class EntityTagger(TrainablePipe):
         if context not in CONTEXTS:
             raise SpacyMlmError(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
         self.vocab, self.model, self.name, self.scorer = vocab, model, name, scorer
-        self.cfg = {"labels": [], "scheme": normalize_scheme(scheme), "constrained": constrained,
+        self.cfg = {"format_version": COMPONENT_CFG_VERSION, "labels": [], "scheme": normalize_scheme(scheme),
+                    "constrained": constrained,
                     "store_probs": store_probs, "subword_loss": subword_loss, "subword_decode": subword_decode,
                     "context": context}
         self._constraints: Dict = {}
@@ -165,7 +173,7 @@ class EntityTagger(TrainablePipe):
         """spaCy's loader, with errors that name a missing or truncated file, and
         a check that the saved labels fit the saved weights."""
         load = super().from_disk
-        checked_from_disk(path, "mlm_ner", lambda: load(path, exclude=exclude), exclude)
+        checked_from_disk(path, "mlm_ner", lambda: load(path, exclude=exclude), exclude, SAVED_CFG)
         check_outputs_fit(path, self.model, len(self.tag_labels),
                           f"the labels {list(self.labels)} ({len(self.tag_labels)} tags)", "tags")
         return self

@@ -31,7 +31,8 @@ from ..classification.losses import mean_squared_error, target_standardization
 from ..errors import ModelLoadError, SpacyMlmError
 from .classifier import DEFAULT_CLASSIFIER_MODEL
 from .pair_input import PairInputGuard
-from ..util.save import check_outputs_fit, checked_from_disk
+from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
+from ..util.settings import FLAG, NUMBERS, TEXTS
 
 # The head of mlm_textcat read as values, on the same listener (and pooling).
 DEFAULT_REGRESSION_MODEL = {
@@ -66,7 +67,7 @@ class MLMRegressor(PairInputGuard, TrainablePipe):
         self.model = model
         self.name = name
         self.scorer = scorer
-        self.cfg = {"labels": [], "target_mean": [], "target_scale": []}
+        self.cfg = {"format_version": COMPONENT_CFG_VERSION, "labels": [], "target_mean": [], "target_scale": []}
 
     @property
     def labels(self) -> Tuple[str, ...]:
@@ -136,7 +137,8 @@ class MLMRegressor(PairInputGuard, TrainablePipe):
         """spaCy's loader, with errors that name a missing or truncated file, and
         checks that the saved targets fit the saved weights and standardization."""
         load = super().from_disk
-        checked_from_disk(path, "mlm_regressor", lambda: load(path, exclude=exclude), exclude)
+        schema = {"labels": TEXTS, "target_mean": NUMBERS, "target_scale": NUMBERS, "pair_input": FLAG}
+        checked_from_disk(path, "mlm_regressor", lambda: load(path, exclude=exclude), exclude, schema)
         described = f"the targets {list(self.labels)}"
         check_outputs_fit(path, self.model, len(self.labels), described, "targets")
         for key in ("target_mean", "target_scale"):

@@ -59,7 +59,8 @@ from ..similarity.losses import pair_cosines, sense_pair_loss
 from ..similarity.senses import SenseInventory
 from ..tokenization.pair import PAIR_ATTR, install_pair_extension
 from ..util.io import atomic_write_bytes
-from ..util.save import checked_from_disk
+from ..util.settings import INT, NUMBER, TEXT, check_settings
+from ..util.save import COMPONENT_CFG_VERSION, checked_from_disk
 from .encoder import MLMEncoder
 from .vectors import SENSE_KEYS, SenseLookup, install_extensions
 
@@ -112,8 +113,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
                  sense_key: str = "lemma", threshold_pairs: int = 8192, scorer: Optional[Callable] = None):
         if sense_key not in SENSE_KEYS:
             raise SpacyMlmError(f"unknown sense_key {sense_key!r}: expected one of {', '.join(SENSE_KEYS)}")
-        if threshold_pairs < 1:
-            raise SpacyMlmError(f"threshold_pairs must be >= 1, got {threshold_pairs}")
+        check_settings("mlm_senses", upstream=(upstream, TEXT), threshold_pairs=(threshold_pairs, INT, ">= 1"))
         self.vocab = nlp.vocab
         self.model = model
         self.name = name
@@ -121,7 +121,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         self.sense_key = sense_key
         self.senses = SenseInventory()
         self.upstream = upstream
-        self.cfg = {"threshold": 0.5}
+        self.cfg = {"format_version": COMPONENT_CFG_VERSION, "threshold": 0.5}
         self._nlp = nlp
         self._recent: deque = deque(maxlen=threshold_pairs)
 
@@ -272,7 +272,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
 
     def from_disk(self, path, *, exclude=tuple()) -> "SenseSimilarity":
         load = super().from_disk
-        checked_from_disk(path, "mlm_senses", lambda: load(path, exclude=exclude), exclude)
+        checked_from_disk(path, "mlm_senses", lambda: load(path, exclude=exclude), exclude, {"threshold": NUMBER})
         senses = ensure_path(path) / "senses.bin"
         self.senses = SenseInventory.from_disk(senses)
         return self

@@ -34,6 +34,8 @@ from ..similarity.layers import transform_input
 from ..similarity.senses import SenseInventory
 from ..similarity.transforms import TransformChain
 from ..util.io import atomic_write_bytes, atomic_write_text
+from ..util.save import check_saved_cfg
+from ..util.settings import INT, TEXT, check_settings, one_of
 
 logger = logging.getLogger(__name__)
 
@@ -127,12 +129,8 @@ class SenseLookup:
 
 class ContextualVectors(SenseLookup, Pipe):
     def __init__(self, vocab, name: str, pooling: str, layer: int, n_layers: int, transform, sense_key: str):
-        if pooling not in TOKEN_POOLINGS:
-            raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
-        if sense_key not in SENSE_KEYS:
-            raise SpacyMlmError(f"unknown sense_key {sense_key!r}: expected one of {', '.join(SENSE_KEYS)}")
-        if n_layers < 1:
-            raise SpacyMlmError(f"n_layers must be >= 1, got {n_layers}")
+        check_settings("mlm_vectors", pooling=(pooling, one_of(*TOKEN_POOLINGS)), layer=(layer, INT),
+                       n_layers=(n_layers, INT, ">= 1"), sense_key=(sense_key, one_of(*SENSE_KEYS)))
         self.vocab = vocab
         self.name = name
         self.pooling = pooling
@@ -198,8 +196,7 @@ class ContextualVectors(SenseLookup, Pipe):
         return {"format_version": FORMAT_VERSION, "transform": self.transform.describe()}
 
     def _load(self, cfg: dict, transform_bytes: bytes, senses_bytes: bytes, where: Union[str, Path]) -> None:
-        if cfg.get("format_version") != FORMAT_VERSION:
-            raise ModelLoadError(where, f"saved with mlm_vectors format {cfg.get('format_version')}, expected {FORMAT_VERSION}")
+        check_saved_cfg(where, cfg, "mlm_vectors", FORMAT_VERSION, {"transform": TEXT})
         try:
             transform = TransformChain.from_bytes(transform_bytes)
             senses = SenseInventory.from_bytes(senses_bytes)

@@ -4,13 +4,13 @@ User configs are filled from DEFAULT_CONFIG (so a config names only what it
 changes), checked for unknown settings (typos fail loudly instead of being
 ignored), then `--section.key value` overrides are applied as in `spacy train`.
 """
-import operator
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from thinc.api import Config
 
 from ..errors import SpacyMlmError
+from ..util.settings import FLAG, INT, NUMBER, TEXT, check_setting, check_settings, one_of
 
 DEFAULT_CONFIG = """
 [paths]
@@ -148,7 +148,6 @@ OBJECTIVES = ("mlm", "rtd")
 EMBEDDING_SHARING = ("shared", "disentangled")
 PRECISIONS = ("fp32", "bf16")
 # setting -> its kind and the bounds its value must keep
-INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
 LIMITS = {
     "seed": (INT,), "max_length": (INT, ">= 4"), "batch_size": (INT, ">= 1"),
     "grad_accumulation_steps": (INT, ">= 1"), "max_steps": (INT, ">= 1"), "head_only_steps": (INT, ">= 0"),
@@ -169,12 +168,6 @@ LIMITS = {
     "scratch.architecture": (TEXT,), "scratch.hidden_size": (INT, ">= 1"), "scratch.num_layers": (INT, ">= 1"),
     "scratch.num_heads": (INT, ">= 1"), "scratch.intermediate_size": (INT, ">= 1"), "scratch.dropout": (NUMBER, ">= 0", "< 1"),
 }
-KINDS = {INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
-         NUMBER: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-         FLAG: lambda v: isinstance(v, bool), TEXT: lambda v: isinstance(v, str)}
-BOUNDS = {">=": (operator.ge, "at least"), ">": (operator.gt, "above"), "<=": (operator.le, "at most"),
-          "<": (operator.lt, "below")}
-
 
 def check_values(config: Config) -> None:
     """Each [pretraining] setting of the right kind and in its range, with a
@@ -187,20 +180,11 @@ def check_values(config: Config) -> None:
         for parent in parents:
             value = value[parent]
         value = value[key]
-        where = f"[pretraining{''.join('.' + p for p in parents)}] {key}"
-        if not KINDS[kind](value):
-            raise SpacyMlmError(f"{where} must be {kind}, got {value!r}")
-        parsed = [(BOUNDS[op], float(limit)) for op, limit in (bound.split() for bound in bounds)]
-        if not all(compare(value, limit) for (compare, _), limit in parsed):
-            wanted = " and ".join(f"{words} {limit:g}" for (_, words), limit in parsed)
-            raise SpacyMlmError(f"{where} must be {wanted}, got {value!r}")
-    if section["objective"] not in OBJECTIVES:
-        raise SpacyMlmError(f"[pretraining] objective must be one of {', '.join(OBJECTIVES)}, got {section['objective']!r}")
-    if section["precision"] not in PRECISIONS:
-        raise SpacyMlmError(f"[pretraining] precision must be one of {', '.join(PRECISIONS)}, got {section['precision']!r}")
-    if section["rtd"]["embedding_sharing"] not in EMBEDDING_SHARING:
-        raise SpacyMlmError(f"[pretraining.rtd] embedding_sharing must be one of {', '.join(EMBEDDING_SHARING)}, "
-                            f"got {section['rtd']['embedding_sharing']!r}")
+        check_setting(f"[pretraining{''.join('.' + p for p in parents)}]", key, value, kind, *bounds)
+    check_settings("[pretraining]", objective=(section["objective"], one_of(*OBJECTIVES)),
+                   precision=(section["precision"], one_of(*PRECISIONS)))
+    check_setting("[pretraining.rtd]", "embedding_sharing", section["rtd"]["embedding_sharing"],
+                  one_of(*EMBEDDING_SHARING))
     if section["objective"] == "rtd" and section["next_sentence"]:
         raise SpacyMlmError("[pretraining] next_sentence works with objective = \"mlm\" only (ELECTRA has no NSP)")
     if section["head_only_steps"] and section["objective"] != "mlm":

@@ -7,7 +7,7 @@ data (and, with `masking`, the masks) of an uninterrupted single-process run.
 """
 import logging
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -48,17 +48,20 @@ class Batch:
         )
 
 
-def tokenize_documents(tokenizer, documents: Sequence[Sequence[str]], chunk: int = 4096) -> List[List[Segment]]:
+def tokenize_documents(
+    tokenizer, documents: Sequence[Sequence[str]], chunk: int = 4096, chunk_chars: int = 200_000
+) -> List[List[Segment]]:
     """Piece ids (no special tokens) and word-start flags for every segment. A
     "[MASK]" or "</s>" in the corpus is text, split into pieces: read as the
     special token, it would put a mask or a separator into the input that the
     text never had and that the masking (which skips special tokens) never
-    scores."""
+    scores. The tokenizer gets at most `chunk` segments and (unless one segment
+    is longer) `chunk_chars` characters a call: its working memory is per call."""
     flat = [segment for doc in documents for segment in doc]
     segments: List[Segment] = []
-    for i in range(0, len(flat), chunk):
+    for start, stop in _chunks([len(s) for s in flat], chunk, chunk_chars):
         enc = tokenizer(
-            flat[i : i + chunk], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False,
+            flat[start:stop], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False,
             return_token_type_ids=False, verbose=False,
         )
         for j, ids in enumerate(enc["input_ids"]):
@@ -71,6 +74,18 @@ def tokenize_documents(tokenizer, documents: Sequence[Sequence[str]], chunk: int
         tokenized.append([seg for seg in segments[k : k + len(doc)] if len(seg[0])])
         k += len(doc)
     return [doc for doc in tokenized if doc]
+
+
+def _chunks(lengths: Sequence[int], most: int, most_chars: int) -> List[Tuple[int, int]]:
+    """(start, stop) ranges of at most `most` items whose lengths sum to at most
+    `most_chars` (a range holds at least one item)."""
+    ranges, start, chars = [], 0, 0
+    for i, length in enumerate(lengths):
+        if i > start and (i - start >= most or chars + length > most_chars):
+            ranges.append((start, i))
+            start, chars = i, 0
+        chars += length
+    return ranges + [(start, len(lengths))] if len(lengths) > start else ranges
 
 
 def token_counts(tokenized: Sequence[Sequence[Sequence[Segment]]], vocab_size: int) -> np.ndarray:

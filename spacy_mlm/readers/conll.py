@@ -13,6 +13,8 @@ whole document), which gives the encoder cross-sentence context; groups never
 cross a ``-DOCSTART-``, and sentence starts are set, so a pipeline trained on
 whole documents still knows where each sentence begins.
 """
+import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional, Union
@@ -30,6 +32,11 @@ from ..util.progress import track
 from .common import iter_lines, require_examples
 
 DOCSTART = "-DOCSTART-"
+
+
+# Columns are separated by spaces and tabs; a no-break space (U+00A0) or other
+# Unicode space inside a word is part of the word, as in "10\u00a0000".
+COLUMN_SEPARATOR = re.compile(r"[ \t]+")
 
 
 @dataclass
@@ -55,7 +62,7 @@ def read_conll(
     documents = [ConllDocument()]
     words: List[str] = []
     tags: List[str] = []
-    first_line = 0
+    first_line = columns_line = 0
     n_columns = None
 
     def end_sentence() -> None:
@@ -71,20 +78,21 @@ def read_conll(
         if not line:
             end_sentence()
             continue
-        columns = line.split()
+        columns = COLUMN_SEPARATOR.split(line)
         if columns[0] == DOCSTART:
             end_sentence()
             if documents[-1].sentences:
                 documents.append(ConllDocument())
             continue
         if len(columns) < 2:
-            raise DataFormatError(path, line_no, f"expected a word and a tag, got {line!r}")
+            raise DataFormatError(path, line_no, f"expected a word and a tag separated by spaces or tabs, got {line}")
         if n_columns is None:
-            n_columns = len(columns)
+            n_columns, columns_line = len(columns), line_no
             _check_tag_column(path, line_no, tag_column, n_columns)
         elif len(columns) != n_columns:
             raise DataFormatError(
-                path, line_no, f"expected {n_columns} columns like the first token line, got {len(columns)}"
+                path, line_no,
+                f"expected {n_columns} columns like the first token line ({columns_line}), got {len(columns)}: {line}",
             )
         tag = columns[tag_column]
         try:
@@ -167,6 +175,17 @@ def conll_to_docbin(
         n += 1
     atomic_write_bytes(output, docbin.to_bytes())
     return n
+
+
+def is_docbin_file(path: Path) -> bool:
+    """Whether `path` starts as a `DocBin.to_bytes()` does (a zlib stream that
+    inflates): an earlier output of `conll_to_docbin`, never a CoNLL text file."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    try:
+        return bool(zlib.decompressobj().decompress(head, 16))
+    except zlib.error:
+        return False
 
 
 @registry.readers("spacy_mlm.ConllCorpus.v1")

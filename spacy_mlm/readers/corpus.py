@@ -1,6 +1,9 @@
 """Raw-text corpora for masked-LM pretraining.
 
-A corpus is a sequence of documents, each a list of segments (lines). Two formats:
+A corpus is a sequence of documents, each a list of segments (lines; a line
+longer than `common.MAX_SEGMENT_CHARS` is cut at spaces into segments of at
+most that many characters, so tokenizing it takes memory by the corpus's size,
+not its longest line's). Two formats:
 
 * plain text (BERT's convention): one segment (ideally a sentence) per line,
   blank lines between documents;
@@ -14,7 +17,7 @@ from pathlib import Path
 from typing import Iterator, List, Union
 
 from ..errors import DataFormatError
-from .common import iter_lines, parse_json_line
+from .common import bounded_segments, iter_lines, parse_json_line
 
 PathLike = Union[str, Path]
 Document = List[str]
@@ -26,7 +29,7 @@ def read_text_documents(path: PathLike) -> Iterator[Document]:
     segments: Document = []
     for _, line in iter_lines(path):
         if line.strip():
-            segments.append(line.strip())
+            segments.extend(bounded_segments(line))
         elif segments:
             yield segments
             segments = []
@@ -51,7 +54,7 @@ def read_jsonl_documents(path: PathLike, text_field: str = "text") -> Iterator[D
         if not line.strip():
             continue
         text = jsonl_text(path, number, line, text_field)
-        segments = [part.strip() for part in text.split("\n") if part.strip()]
+        segments = [piece for part in text.split("\n") for piece in bounded_segments(part)]
         if segments:
             yield segments
 

@@ -38,8 +38,26 @@ def _umask() -> int:
     return mask
 
 
+@contextlib.contextmanager
+def naming_the_file(path: PathLike) -> Iterator[None]:
+    """An OSError without a file name (a full disk: "[Errno 28] No space left
+    on device", from a write or an fsync) gets `path`, the file or directory
+    being written, so the message says where."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise type(err)(err.errno, err.strerror or str(err), str(path)) from err
+
+
 def atomic_write_bytes(path: PathLike, data: bytes) -> None:
     path = Path(path)
+    with naming_the_file(path):
+        _atomic_write_bytes(path, data)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -84,11 +102,18 @@ def atomic_directory(path: PathLike) -> Iterator[Path]:
     try:
         # mkdtemp makes the directory private (0700); give it the mode mkdir would
         os.chmod(tmp, 0o777 & ~_umask())
-        yield tmp
-        for root, _, files in os.walk(tmp):
-            for name in files:
-                with open(os.path.join(root, name), "rb") as f:
-                    os.fsync(f.fileno())
+        with naming_the_file(path):
+            yield tmp
+            mask = _umask()
+            for root, dirs, files in os.walk(tmp):
+                for name in dirs:
+                    os.chmod(os.path.join(root, name), 0o777 & ~mask)
+                for name in files:
+                    with open(os.path.join(root, name), "rb") as f:
+                        # whatever wrote it (safetensors' save_file and mkstemp make 0600), it gets
+                        # the mode open() gives, as spaCy's own files have
+                        os.fchmod(f.fileno(), 0o666 & ~mask)
+                        os.fsync(f.fileno())
         old = None
         if path.exists():
             old = path.parent / f".{path.name}.old-{os.getpid()}"

@@ -18,7 +18,7 @@ or "Unpack failed: incomplete input", without a path.
 """
 import functools
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar, Union
 
 import srsly
 from spacy.language import Language
@@ -26,6 +26,11 @@ from spacy.util import ensure_path, registry
 
 from ..errors import ModelLoadError, SpacyMlmError
 from .io import atomic_directory
+from .settings import INT as INT_KIND, is_kind
+
+# The format of the `cfg` of mlm_ner, mlm_textcat, mlm_regressor and mlm_senses.
+# Saves from before it was written have none and the same format: version 1.
+COMPONENT_CFG_VERSION = 1
 
 T = TypeVar("T")
 
@@ -52,12 +57,48 @@ def make_atomic_to_disk() -> Callable[[Language], Language]:
     return before_to_disk
 
 
+def check_saved_cfg(
+    cfg_path: Union[str, Path], cfg: Any, factory: str, version: int, schema: Mapping[str, Any],
+    unversioned: Optional[int] = None,
+) -> None:
+    """A saved component's `cfg` (read from `cfg_path`) holds a JSON object of
+    the format `version` this spacy-mlm reads (`unversioned`: the version of a
+    cfg saved before versions were written; None: one is required), and each
+    key of `schema` it has is of the kind given there (`util.settings` kinds):
+    labels edited into the string "LOC" would load, the same 3 tags long as 3
+    labels, and tag everything O. A ModelLoadError names the file."""
+    if not isinstance(cfg, dict):
+        raise ModelLoadError(cfg_path, f"should hold a JSON object, not {type(cfg).__name__}")
+    found = cfg.get("format_version", unversioned)
+    if found is None:
+        raise ModelLoadError(cfg_path, f"has no format_version: edited by hand, or not written by spacy-mlm's {factory}")
+    if not is_kind(INT_KIND, found)[0]:
+        raise ModelLoadError(
+            cfg_path, f"format_version must be an integer, got {found!r}: edited by hand, or not written by spacy-mlm"
+        )
+    if found != version:
+        newer = "a newer" if found > version else "an older"
+        raise ModelLoadError(
+            cfg_path, f"saved with {factory} format version {found}, but this spacy-mlm reads version {version} "
+            f"({newer} spacy-mlm wrote it)"
+        )
+    for key, kind in schema.items():
+        if key in cfg:
+            ok, wanted = is_kind(kind, cfg[key])
+            if not ok:
+                raise ModelLoadError(
+                    cfg_path, f"{key} must be {wanted}, got {cfg[key]!r}: edited by hand, or not written by {factory}"
+                )
+
+
 def checked_from_disk(
-    path: Union[str, Path], factory: str, load: Callable[[], T], exclude: Iterable[str] = tuple()
+    path: Union[str, Path], factory: str, load: Callable[[], T], exclude: Iterable[str] = tuple(),
+    schema: Mapping[str, Any] = {},
 ) -> T:
     """Run `load()`, a TrainablePipe's `from_disk(path)` (files `cfg` and
     `model`), with a ModelLoadError naming the directory and the file when one
-    is missing or unreadable: what an interrupted save or copy leaves."""
+    is missing or unreadable: what an interrupted save or copy leaves. The cfg
+    must pass `check_saved_cfg` (version `COMPONENT_CFG_VERSION`, `schema`)."""
     path = ensure_path(path)
     missing = [name for name in ("cfg", "model") if name not in exclude and not (path / name).is_file()]
     if missing:
@@ -65,12 +106,13 @@ def checked_from_disk(
             path,
             f"not a complete saved {factory} component (missing {', '.join(missing)}: an interrupted save or copy?)",
         )
-    try:
-        if "cfg" not in exclude:
-            srsly.read_json(path / "cfg")
-    except ValueError as err:
-        message = f"is not valid JSON ({err}): truncated by an interrupted save or copy?"
-        raise ModelLoadError(path / "cfg", message) from None
+    if "cfg" not in exclude:
+        try:
+            cfg = srsly.read_json(path / "cfg")
+        except ValueError as err:
+            message = f"is not valid JSON ({err}): truncated by an interrupted save or copy?"
+            raise ModelLoadError(path / "cfg", message) from None
+        check_saved_cfg(path / "cfg", cfg, factory, COMPONENT_CFG_VERSION, schema, unversioned=1)
     try:
         return load()
     except SpacyMlmError:

@@ -3,6 +3,7 @@ path, never a silently random model, a stack trace from inside transformers,
 code from the model directory run, or a question asked."""
 import json
 import os
+import stat
 import re
 import shutil
 
@@ -249,8 +250,12 @@ def _write_cfg(text):
 
 
 PIPELINE_CASES = {
-    "other_format_version": (_write_cfg('{"format_version": 99}'), "mlm_encoder", "format version 99"),
-    "no_format_version": (_write_cfg("{}"), "mlm_encoder", "format version None"),
+    "other_format_version": (_write_cfg('{"format_version": 99}'), "mlm_encoder/cfg",
+                             "saved with mlm_encoder format version 99, but this spacy-mlm reads version 1 "
+                             r"\(a newer spacy-mlm wrote it\)"),
+    "format_version_a_string": (_write_cfg('{"format_version": "1"}'), "mlm_encoder/cfg",
+                                "format_version must be an integer, got '1'"),
+    "no_format_version": (_write_cfg("{}"), "mlm_encoder/cfg", "has no format_version"),
     "cfg_truncated": (_write_cfg('{"format'), "mlm_encoder/cfg", "not valid JSON"),
     "cfg_empty": (_write_cfg(""), "mlm_encoder/cfg", "not valid JSON"),
     "cfg_not_object": (_write_cfg("[1, 2]"), "mlm_encoder/cfg", "JSON object"),
@@ -314,17 +319,32 @@ def test_truncated_component_bytes(encoder_nlp):
     np.testing.assert_array_equal(nlp(text)._.mlm_encoding.hidden, encoder_nlp(text)._.mlm_encoding.hidden)
 
 
-def test_saved_files_are_readable_by_others(tmp_path, encoder_nlp):
-    """Atomic writes go through mkstemp/mkdtemp (private 0600/0700); the saved
-    files must get the usual umask modes so other users can load the model."""
+def test_saved_files_are_readable_by_others(tmp_path, encoder_nlp, tiny_model_dir):
+    """Atomic writes go through mkstemp/mkdtemp (private 0600/0700) and
+    safetensors writes 0600 itself; every file and directory of a saved
+    pipeline, a pretraining output and its checkpoints must get the umask modes
+    so other users (a serving account, a colleague) can load them."""
+    from spacy_mlm.pretraining.config import load_pretraining_config
+    from spacy_mlm.pretraining.loop import pretrain
+    from spacy_mlm.testing import SAMPLE_TEXT
+
+    from ..pretraining.conftest import tiny_overrides
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(SAMPLE_TEXT[i:i + 4]) for i in range(0, 40, 2)), encoding="utf8")
     old = os.umask(0o022)
     try:
         encoder_nlp.to_disk(tmp_path / "pipe")
+        pretrain(load_pretraining_config(None, tiny_overrides(corpus, tiny_model_dir, **{
+            "pretraining.max_steps": 2, "pretraining.checkpoint_every": 1})), tmp_path / "pretrained")
     finally:
         os.umask(old)
-    model_dir = tmp_path / "pipe" / "mlm_encoder" / "model"
-    assert model_dir.stat().st_mode & 0o777 == 0o755
-    assert (tmp_path / "pipe" / "mlm_encoder" / "cfg").stat().st_mode & 0o777 == 0o644
+    for root in (tmp_path / "pipe", tmp_path / "pretrained"):
+        found = [root, *root.rglob("*")]
+        assert {p.name for p in found} >= {"model.safetensors", "cfg", "training_state.pt", "run.json"} - (
+            {"cfg"} if root.name == "pretrained" else {"training_state.pt", "run.json"})
+        for path in found:
+            assert stat.S_IMODE(path.stat().st_mode) == (0o755 if path.is_dir() else 0o644), path
 
 
 LOADS_IN_A_CHILD = """
@@ -392,9 +412,8 @@ def test_a_pickle_payload_in_pytorch_model_bin_never_runs(model_copy, tmp_path, 
     LOADERS[loader](model_copy)
 
 
-@pytest.mark.parametrize("edit", ["label_dropped", "label_added"])
-def test_a_saved_classifier_whose_labels_disagree_with_its_weights_fails_in_spacy_load(tiny_model_dir, tmp_path, edit):
-    """It loaded and scored two of the three classes under their names, silently."""
+def saved_textcat(tiny_model_dir, path):
+    """A saved encoder + mlm_textcat pipeline with three labels; returns its textcat cfg path."""
     from spacy.training import Example
 
     nlp = spacy.blank("en")
@@ -404,11 +423,43 @@ def test_a_saved_classifier_whose_labels_disagree_with_its_weights_fails_in_spac
     cats = [{"POS": 1.0, "NEG": 0.0, "MEH": 0.0}, {"POS": 0.0, "NEG": 1.0, "MEH": 0.0}, {"POS": 0.0, "NEG": 0.0, "MEH": 1.0}]
     examples = [Example.from_dict(nlp.make_doc(text), {"cats": c}) for text, c in zip(["good", "bad", "so so"], cats)]
     nlp.initialize(lambda: examples)
-    nlp.to_disk(tmp_path / "pipe")
-    cfg_path = tmp_path / "pipe" / "mlm_textcat" / "cfg"
+    nlp.to_disk(path)
+    return path / "mlm_textcat" / "cfg"
+
+
+@pytest.mark.parametrize("edit", ["label_dropped", "label_added"])
+def test_a_saved_classifier_whose_labels_disagree_with_its_weights_fails_in_spacy_load(tiny_model_dir, tmp_path, edit):
+    """It loaded and scored two of the three classes under their names, silently."""
+    cfg_path = saved_textcat(tiny_model_dir, tmp_path / "pipe")
     cfg = srsly.read_json(cfg_path)
     cfg["labels"] = cfg["labels"][:-1] if edit == "label_dropped" else cfg["labels"] + ["EXTRA"]
     srsly.write_json(cfg_path, cfg)
     with pytest.raises(ModelLoadError, match=r"has the labels \[.*\] but the weights score 3 labels \(.*model\)") as info:
         spacy.load(tmp_path / "pipe")
     assert info.value.path == str(cfg_path)
+
+
+SAVED_CFG_EDITS = {
+    # 3 characters give as many "labels" as 3 labels: it loaded and predicted under the labels 'A', 'B', 'C'
+    "labels_a_string": ({"labels": "ABC"}, "labels must be a list of strings, got 'ABC'"),
+    "labels_numbers": ({"labels": [1, 2, 3]}, r"labels must be a list of strings, got \[1, 2, 3\]"),
+    "threshold_a_string": ({"threshold": "0.5"}, "threshold must be a number, got '0.5'"),
+    "format_version_a_string": ({"format_version": "1"}, "format_version must be an integer, got '1'"),
+    "format_version_later": ({"format_version": 2}, "saved with mlm_textcat format version 2, but this spacy-mlm "
+                                                    "reads version 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(SAVED_CFG_EDITS))
+def test_a_saved_cfg_of_the_wrong_kind_fails_in_spacy_load_naming_the_file(tiny_model_dir, tmp_path, case):
+    edit, message = SAVED_CFG_EDITS[case]
+    cfg_path = saved_textcat(tiny_model_dir, tmp_path / "pipe")
+    cfg = srsly.read_json(cfg_path)
+    assert cfg["format_version"] == 1
+    srsly.write_json(cfg_path, {**cfg, **edit})
+    with pytest.raises(ModelLoadError, match=message) as info:
+        spacy.load(tmp_path / "pipe")
+    assert info.value.path == str(cfg_path)
+    del cfg["format_version"]  # a save from before cfgs had a version still loads
+    srsly.write_json(cfg_path, cfg)
+    spacy.load(tmp_path / "pipe")

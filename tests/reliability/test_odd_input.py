@@ -213,9 +213,9 @@ def test_100k_token_doc_is_windowed_and_memory_bounded(tiny_model_dir):
 
 
 @pytest.mark.parametrize("setting, value, message", [
-    ("overlap", -1, "overlap must be 0 or more pieces, got -1"),
-    ("trainable_layers", 7, "trainable_layers must be -1 or between 0 and 2, got 7"),
-    ("window", -5, "window of -5 leaves no room for text"),
+    ("overlap", -1, "the mlm_encoder model's overlap must be at least 0, got -1"),  # at build (issue 32)
+    ("trainable_layers", 7, "trainable_layers must be -1 or between 0 and 2, got 7"),  # at load: the depth
+    ("window", -5, "the mlm_encoder model's window must be at least 0, got -5"),  # at build (issue 32)
 ])
 def test_odd_encoder_settings_are_errors_that_name_them(tiny_model_dir, setting, value, message):
     """They were ValueErrors from deep inside (the CLI reports those as internal errors)."""
@@ -224,7 +224,7 @@ def test_odd_encoder_settings_are_errors_that_name_them(tiny_model_dir, setting,
     from spacy_mlm.errors import SpacyMlmError
 
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir), setting: value}})
     with pytest.raises(SpacyMlmError, match=message):
+        nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir), setting: value}})
         nlp.initialize()
         nlp("Anna Berg works in Oslo.")
