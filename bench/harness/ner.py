@@ -1,8 +1,12 @@
 """CoNLL-2003 NER as bench/ner_conll.py trains "ours" (and bench/inference_speed.py,
 bench/transfer.py, bench/ddp_finetune.py after it): seeded sentence subsamples,
-the shared batch order, the spaCy training loop and configs/ner.cfg's pipeline."""
+the shared batch order, the spaCy training loop and configs/ner.cfg's pipeline;
+and the untrained NER pipeline the inference-scaling benches run
+(bench/scale_inference.py, bench/encoding_memory.py)."""
 import random
+from pathlib import Path
 
+import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
 
@@ -93,3 +97,18 @@ def build_ours(model_path, crf, context="none", context_pieces=64, precision=Non
         overrides["components.encoder.model.precision"] = precision
     config = load_config(REPO / "configs" / "ner.cfg", overrides=overrides, interpolate=True)
     return load_model_from_config(config, auto_fill=True, validate=True)
+
+
+def ner_pipeline(model: str, conll, out: Path) -> Path:
+    """`model` + mlm_ner initialized on the labels of the first 50 sentences of
+    `conll`, untrained (it costs what a trained one costs), saved to `out`; the
+    head's initial weights are seeded, so every run builds the same pipeline."""
+    spacy.util.fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": model}})
+    nlp.add_pipe("mlm_ner", name="ner")
+    docs = list(conll_documents_to_docs(nlp.vocab, read_conll(conll)))[:50]
+    examples = [Example(nlp.make_doc(doc.text), doc) for doc in docs]
+    nlp.initialize(lambda: examples)
+    nlp.to_disk(out)
+    return out
