@@ -84,7 +84,7 @@ def main(argv=None):
     parser.add_argument("--sst2-size", type=int, default=0, help="SST-2 dev rows, a seeded sample (0: all)")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.lr(1e-4, former="--learn-rate")
+    parser.lr(1e-4)
     parser.add_argument("--warmup", type=float, default=0.1, help="share of the steps with a rising learning rate")
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--layer-decay", type=float, default=1.0)

@@ -66,10 +66,9 @@ class BenchParser(argparse.ArgumentParser):
                           f"default: {','.join(map(str, default))})")
         self._has_seeds, self._default_seeds = True, list(default)
 
-    def lr(self, default: float, help: str = "peak learning rate", former: str = None) -> None:
-        """--lr; `former`: the option's earlier name, still accepted (commands quoted in the docs)."""
-        names = ("--lr", former) if former else ("--lr",)
-        self.add_argument(*names, dest="lr", type=float, default=default, help=help)
+    def lr(self, default: float, help: str = "peak learning rate") -> None:
+        """--lr, the one name for a bench's peak learning rate."""
+        self.add_argument("--lr", type=float, default=default, help=help)
 
     def threads(self, default: Optional[int] = 1, help: str = None) -> None:
         """--threads: torch's intra-op threads, set when the options are parsed (None: torch's own)."""

@@ -32,7 +32,7 @@ def add_budget_options(parser: BenchParser) -> None:
     parser.add_argument("--test-size", type=int, default=None, help="0 = the whole test set (default; --quick: 100)")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.lr(1e-4, former="--learn-rate")
+    parser.lr(1e-4)
     parser.add_argument("--warmup", type=float, default=0.1, help="share of the steps with a rising learning rate")
     parser.add_argument("--dropout", type=float, default=0.1, help="the spaCy systems' dropout (nlp.update drop)")
     parser.add_argument("--max-length", type=int, default=128)
