@@ -59,6 +59,7 @@ def test_max_batch_pieces_0_fails_in_debug_data_while_the_pipeline_is_built():
     from spacy_mlm.cli import app
 
     config = Path(__file__).parents[2] / "configs" / "textcat.cfg"
-    result = CliRunner().invoke(app, ["debug-data", str(config), "--components.encoder.model.max_batch_pieces", "0"])
+    result = CliRunner().invoke(app, ["debug-data", str(config), "--paths.encoder", "/not/read/at/build",
+                                      "--components.encoder.model.max_batch_pieces", "0"])
     assert result.exit_code == 1
     assert result.output.startswith("error: the mlm_encoder model's max_batch_pieces must be at least 1, got 0")
