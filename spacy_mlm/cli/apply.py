@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .options import quiet_option
+from .options import force_option, quiet_option
 
 SHOWN_BAD_RECORDS = 10
 
@@ -26,6 +26,7 @@ def apply_cli(
     on_bad_record: str = typer.Option("stop", help="stop (before writing anything) or skip (and count) a record that is not valid JSON or has no string text"),
     text_key: str = typer.Option("text", help="JSONL field holding the text"),
     quiet: bool = quiet_option(),
+    force: bool = force_option("write into OUTPUT_DIR even if it is not an earlier output of apply"),
 ):
     """Annotate every record of INPUT_PATH with PIPELINE, in input order, into
     shards in OUTPUT_DIR; a rerun of the same job skips the shards already written."""
@@ -34,7 +35,7 @@ def apply_cli(
     summary = apply_pipeline(
         pipeline, input_path, output_dir, engine=engine, workers=workers, batch_size=batch_size,
         shard_size=shard_size, output_format=output_format, on_bad_record=on_bad_record, text_key=text_key,
-        address=address, gpus_per_worker=gpus_per_worker, quiet=quiet,
+        address=address, gpus_per_worker=gpus_per_worker, quiet=quiet, force=force,
     )
     for bad in summary.bad_records[:SHOWN_BAD_RECORDS]:
         typer.echo(f"skipped {bad}", err=True)

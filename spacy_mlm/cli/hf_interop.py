@@ -6,6 +6,7 @@ from pathlib import Path
 import typer
 
 from . import app
+from .options import force_option
 
 
 @app.command("import-hf", short_help="A fine-tuned HF classifier as a spaCy pipeline.")
@@ -22,16 +23,19 @@ def import_hf_cli(
     training_config: Path = typer.Option(
         None, help="also write a spacy train config sourcing the pipeline's components from OUTPUT"
     ),
+    force: bool = force_option(),
 ):
     """Write OUTPUT: mlm_encoder with MODEL_DIR's encoder and mlm_ner or mlm_textcat
     holding its trained classifier. It predicts at once, trains further with
     `spacy train` and runs through `spacy_mlm optimize`."""
     from ..interop.hf_heads import import_hf, training_config as sourcing_config
     from ..util.io import atomic_write_text
+    from ..util.outputs import claim_output
     from ..util.save import save_atomically
 
-    nlp = import_hf(model_dir, task=task, lang=lang, crf=crf, constrained=constrained, scheme=scheme)
-    save_atomically(nlp, output)
+    with claim_output(output, "import-hf", directory=True, inputs=[model_dir], force=force):
+        nlp = import_hf(model_dir, task=task, lang=lang, crf=crf, constrained=constrained, scheme=scheme)
+        save_atomically(nlp, output)
     if training_config is not None:
         atomic_write_text(training_config, sourcing_config(nlp, output).to_str())
         typer.echo(f"wrote {training_config}: spacy train {training_config} --paths.train ... --paths.dev ...")
@@ -49,6 +53,7 @@ def export_hf_cli(
     refuse_crf: bool = typer.Option(
         False, "--refuse-crf", help="fail on a CRF tagger instead of exporting its emissions with a warning"
     ),
+    force: bool = force_option(),
 ):
     """Write OUTPUT: a *ForTokenClassification or *ForSequenceClassification directory
     (config.json with id2label, safetensors, tokenizer) of COMPONENT and its encoder,
@@ -57,8 +62,10 @@ def export_hf_cli(
 
     import spacy_mlm  # noqa: F401  (registers the factories)
     from ..interop.hf_heads import export_hf
+    from ..util.outputs import claim_output
 
     if not (pipeline / "config.cfg").is_file():
         raise typer.BadParameter(f"{pipeline} is not a saved spaCy pipeline (no config.cfg)")
-    architecture = export_hf(spacy.load(pipeline), output, component=component, refuse_crf=refuse_crf)
+    with claim_output(output, "export-hf", directory=True, inputs=[pipeline], force=force):
+        architecture = export_hf(spacy.load(pipeline), output, component=component, refuse_crf=refuse_crf)
     typer.echo(f"wrote {output} ({architecture})")

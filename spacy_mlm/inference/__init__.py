@@ -7,10 +7,11 @@ from typing import List, Optional, Union
 
 from ..errors import SpacyMlmError
 from ..util.io import atomic_write_bytes
+from ..util.outputs import claim_output, mark_output
 from ..util.progress import Progress
 from .engines import run_local, run_ray
 from .records import BadRecord, read_records
-from .shards import check_format, claim_output_dir, shard_path, split_shards
+from .shards import MANIFEST, check_format, claim_output_dir, shard_path, split_shards
 
 ENGINES = ("local", "ray")
 
@@ -39,6 +40,7 @@ def apply_pipeline(
     address: Optional[str] = None,
     gpus_per_worker: float = 0.0,
     quiet: bool = False,
+    force: bool = False,
 ) -> ApplySummary:
     """Annotate every record of `input_path` (a JSONL or text file, or a directory
     of them) with the saved `pipeline` and write `output_dir/shard-NNNNN.spacy`
@@ -50,7 +52,10 @@ def apply_pipeline(
         `workers` actors with `gpus_per_worker` GPUs each, on the cluster at
         `address`, or the running / a new local Ray).
     on_bad_record: "stop" raises on the first bad record (file and line) before
-        anything is written; "skip" leaves bad records out and lists them."""
+        anything is written; "skip" leaves bad records out and lists them.
+    force: write into an existing `output_dir` that is not an earlier output
+        of apply (`claim_output`); an output that is or lies in an input is
+        refused all the same."""
     if engine not in ENGINES:
         raise SpacyMlmError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     check_format(output_format)
@@ -64,21 +69,26 @@ def apply_pipeline(
     shards = split_shards(records, shard_size)
     job = {"pipeline": pipeline, "input": str(Path(input_path).resolve()), "records": len(records),
            "shard_size": shard_size, "format": output_format, "text_key": text_key}
-    claim_output_dir(output_dir, job)
-    pending = [(n, shard) for n, shard in enumerate(shards) if not shard_path(output_dir, n, output_format).exists()]
-    summary = ApplySummary(len(shards), 0, len(shards) - len(pending), 0, bad)
-    if not pending:
+    # apply adds shards to its output, never replaces it: an input inside it stays
+    with claim_output(output_dir, "apply", directory=True, inputs=[pipeline, input_path], replaces_whole=False,
+                      force=force, recognise=lambda path: (path / MANIFEST).is_file()):
+        claim_output_dir(output_dir, job)
+        mark_output(output_dir, "apply")  # now: a killed run's shards are apply's to resume
+        pending = [(n, shard) for n, shard in enumerate(shards)
+                   if not shard_path(output_dir, n, output_format).exists()]
+        summary = ApplySummary(len(shards), 0, len(shards) - len(pending), 0, bad)
+        if not pending:
+            return summary
+        sizes = {n: len(shard) for n, shard in pending}
+        if engine == "ray":
+            results = run_ray(pipeline, pending, output_format, workers, batch_size, address, gpus_per_worker)
+        else:
+            results = run_local(pipeline, pending, output_format, workers, batch_size)
+        done_before = len(records) - sum(sizes.values())
+        with Progress(len(records), "apply", "records", initial=done_before, quiet=quiet) as progress:
+            for number, payload in results:
+                atomic_write_bytes(shard_path(output_dir, number, output_format), payload)
+                summary.written += 1
+                summary.records += sizes[number]
+                progress.update(sizes[number])
         return summary
-    sizes = {n: len(shard) for n, shard in pending}
-    if engine == "ray":
-        results = run_ray(pipeline, pending, output_format, workers, batch_size, address, gpus_per_worker)
-    else:
-        results = run_local(pipeline, pending, output_format, workers, batch_size)
-    done_before = len(records) - sum(sizes.values())
-    with Progress(len(records), "apply", "records", initial=done_before, quiet=quiet) as progress:
-        for number, payload in results:
-            atomic_write_bytes(shard_path(output_dir, number, output_format), payload)
-            summary.written += 1
-            summary.records += sizes[number]
-            progress.update(sizes[number])
-    return summary

@@ -23,8 +23,7 @@ from spacy.util import registry
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d
 
-from ..errors import SpacyMlmError
-from ..util.settings import FLAG, INT, NUMBER, check_settings, optional
+from ..util.settings import FLAG, INT, NUMBER, check_settings, one_of, optional
 from .initialization import init_output_layer
 from .listener import initialized_width
 from .torch_shim import TorchShim
@@ -87,10 +86,8 @@ def build_classifier_head_v4(
         classification head) or "gelu" (DeBERTa's pooler, ELECTRA's head); read
         only with hidden_width > 0.
     The other settings are v3's."""
-    if hidden_activation not in HIDDEN_ACTIVATIONS:
-        raise SpacyMlmError(
-            f"hidden_activation must be one of {', '.join(HIDDEN_ACTIVATIONS)}, got {hidden_activation!r}"
-        )
+    check_settings("spacy_mlm.ClassifierHead.v4", exclusive_classes=(exclusive_classes, FLAG),
+                   hidden_activation=(hidden_activation, one_of(*HIDDEN_ACTIVATIONS)))
     return _head_model("mlm_classifier_head", tok2vec, hidden_width, nO, init_std,
                        exclusive_classes=bool(exclusive_classes), hidden_activation=hidden_activation)
 

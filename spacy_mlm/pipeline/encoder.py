@@ -19,11 +19,12 @@ from ..models.listener import EncoderListener
 from ..models.onnx_backbone import ONNX_FILE, OnnxBackbone
 from ..models.encoder import _set_backbone, get_hf_model, set_inference_graph, to_doc_encodings
 from ..models.encoding import ENCODING_ATTR, STORE_ENCODINGS, DocEncoding, install_encoding_extension
-from ..errors import ModelLoadError, SpacyMlmError
+from ..errors import ModelLoadError
 from ..tokenization.context import check_context, install_context_extension
 from ..tokenization.pair import install_pair_extension
 from ..util.io import atomic_write_text, directory_from_bytes, directory_to_bytes
 from ..util.save import check_saved_cfg
+from ..util.settings import check_settings, one_of
 
 FORMAT_VERSION = 1
 
@@ -78,8 +79,7 @@ class MLMEncoder(TrainablePipe):
     def __init__(self, vocab, model: Model, name: str = "mlm_encoder", *, context: str = "none",
                  context_pieces: int = 64, store_encoding: str = "host"):
         check_context(context, context_pieces)
-        if store_encoding not in STORE_ENCODINGS:
-            raise SpacyMlmError(f"store_encoding must be one of {', '.join(STORE_ENCODINGS)}, got {store_encoding!r}")
+        check_settings("mlm_encoder", store_encoding=(store_encoding, one_of(*STORE_ENCODINGS)))
         self.store_encoding = store_encoding
         self.vocab = vocab
         self.model = model

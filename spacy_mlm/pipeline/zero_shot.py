@@ -24,6 +24,7 @@ from ..classification.zero_shot import DEFAULT_TEMPLATE, hypotheses, nli_classes
 from ..errors import SpacyMlmError
 from ..models.encoding import ENCODING_ATTR
 from ..tokenization.pair import make_pair_doc
+from ..util.settings import FLAG, INT, TEXT, TEXTS, check_settings, optional
 
 
 @Language.factory(
@@ -50,9 +51,10 @@ class ZeroShotClassifier(Pipe):
     def __init__(self, nlp: Language, name: str = "mlm_zero_shot", *, nli: str = "mlm_textcat",
                  labels: Sequence[str] = (), hypothesis_template: str = DEFAULT_TEMPLATE, multi_label: bool = False,
                  entailment_label: Optional[str] = None, batch_size: int = 64):
+        check_settings("mlm_zero_shot", nli=(nli, TEXT), labels=(labels, TEXTS),
+                       hypothesis_template=(hypothesis_template, TEXT), multi_label=(multi_label, FLAG),
+                       entailment_label=(entailment_label, optional(TEXT)), batch_size=(batch_size, INT, ">= 1"))
         hypotheses(["label"], hypothesis_template)  # a template without its "{}" fails here, not at the first text
-        if batch_size < 1:
-            raise SpacyMlmError(f"batch_size must be at least 1, got {batch_size}")
         self.nlp, self.name, self.nli = nlp, name, nli
         self.cfg = {"labels": list(labels), "hypothesis_template": hypothesis_template, "multi_label": multi_label,
                     "entailment_label": entailment_label, "batch_size": batch_size}

@@ -66,6 +66,17 @@ CASES = {
     "pretrain_into_its_corpus": ("pretrain {d}/my.cfg {d}/b.txt --paths.train {d}/b.txt", "is also an input"),
     "pretrain_into_a_foreign_dir": ("pretrain {d}/my.cfg {d}/photos --paths.train {d}/a.txt", "not an earlier output"),
     "demo_into_a_foreign_dir": ("demo --dir {d}/photos", "not an earlier output"),
+    "apply_onto_its_input": ("apply {d}/pipe {d}/a.txt {d}/a.txt", "is also an input"),
+    "apply_onto_its_input_with_force": ("apply {d}/pipe {d}/a.txt {d}/a.txt --force", "is also an input"),
+    "apply_onto_its_pipeline": ("apply {d}/pipe {d}/a.txt {d}/pipe", "is also an input"),
+    "apply_into_its_pipeline": ("apply {d}/pipe {d}/a.txt {d}/pipe/shards", "lies inside an input"),
+    "apply_into_a_foreign_dir": ("apply {d}/pipe {d}/a.txt {d}/photos", "not an earlier output of spacy_mlm apply"),
+    "import_hf_onto_its_model": ("import-hf {d}/model {d}/model", "is also an input"),
+    "import_hf_into_its_model": ("import-hf {d}/model {d}/model/spacy", "lies inside an input"),
+    "import_hf_over_a_foreign_dir": ("import-hf {d}/model {d}/photos", "not an earlier output of spacy_mlm import-hf"),
+    "export_hf_onto_its_pipeline": ("export-hf {d}/pipe {d}/pipe --force", "is also an input"),
+    "export_hf_into_its_pipeline": ("export-hf {d}/pipe {d}/pipe/hf", "lies inside an input"),
+    "export_hf_over_a_foreign_dir": ("export-hf {d}/pipe {d}/photos", "not an earlier output of spacy_mlm export-hf"),
 }
 
 

@@ -1,6 +1,8 @@
 """Settings are checked where they are set (`spacy_mlm.util.settings`): a bad
 value of a factory or architecture setting fails while the pipeline is built,
 naming the setting and its value, not at the first Doc."""
+import re
+
 import pytest
 import spacy
 
@@ -26,6 +28,12 @@ CASES = {
     "vectors_n_layers_0": ("mlm_vectors", {"n_layers": 0}, "n_layers", 0),
     "senses_threshold_pairs_0": ("mlm_senses", {"threshold_pairs": 0}, "threshold_pairs", 0),
     "sense_head_init_scale_0": ("mlm_senses", {"model": {"init_scale": 0}}, "init_scale", 0),
+    "encoder_store_encoding_gpu": ("mlm_encoder", {"model": {}, "store_encoding": "gpu"}, "store_encoding", "gpu"),
+    "head_v4_hidden_activation_swish": ("mlm_textcat", {"model": {"@architectures": "spacy_mlm.ClassifierHead.v4",
+                                                                  "tok2vec": LISTENER, "hidden_activation": "swish"}},
+                                        "hidden_activation", "swish"),
+    "zero_shot_batch_size_0": ("mlm_zero_shot", {"batch_size": 0}, "batch_size", 0),
+    "zero_shot_batch_size_negative": ("mlm_zero_shot", {"batch_size": -64}, "batch_size", -64),
 }
 
 
@@ -33,9 +41,9 @@ CASES = {
 def test_a_bad_setting_fails_at_build_naming_it(case):
     factory, config, setting, value = CASES[case]
     if factory == "mlm_encoder" and "@architectures" not in config["model"]:
-        config = {"model": {"path": "/not/read/at/build", **config["model"]}}
+        config = {**config, "model": {"path": "/not/read/at/build", **config["model"]}}
     nlp = spacy.blank("en")
-    with pytest.raises(SettingError) as info:
+    with pytest.raises(SettingError, match=f"{setting} must be .*, got {re.escape(repr(value))}$") as info:
         nlp.add_pipe(factory, config=config)
     assert (info.value.setting, info.value.value) == (setting, value)
     assert f"{setting} must be" in str(info.value) and repr(value) in str(info.value)
@@ -51,6 +59,7 @@ def test_max_batch_pieces_0_fails_in_debug_data_while_the_pipeline_is_built():
     from spacy_mlm.cli import app
 
     config = Path(__file__).parents[2] / "configs" / "textcat.cfg"
-    result = CliRunner().invoke(app, ["debug-data", str(config), "--components.encoder.model.max_batch_pieces", "0"])
+    result = CliRunner().invoke(app, ["debug-data", str(config), "--paths.encoder", "/not/read/at/build",
+                                      "--components.encoder.model.max_batch_pieces", "0"])
     assert result.exit_code == 1
     assert result.output.startswith("error: the mlm_encoder model's max_batch_pieces must be at least 1, got 0")

@@ -14,6 +14,7 @@ import spacy_mlm.inference as inference
 from spacy_mlm.cli import app
 from spacy_mlm.errors import DataFormatError, SpacyMlmError
 from spacy_mlm.inference.records import read_records
+from spacy_mlm.util.outputs import OutputRefused
 
 from .conftest import TEXTS, assert_same_docs
 
@@ -102,6 +103,19 @@ def test_the_command_writes_jsonl_and_counts_skipped_records(saved_pipelines, tm
     assert [(row["ents"], row["cats"]) for row in rows] == expected
     assert [row["line"] for row in rows] == [1, 4, 5, 6, 7] and all(row["file"] == str(path) for row in rows)
 
+
+
+def test_a_foreign_directory_takes_shards_only_with_force(saved_pipelines, tmp_path):
+    path, out = write_input(tmp_path / "in.jsonl"), tmp_path / "photos"
+    out.mkdir()
+    (out / "cat.jpg").write_bytes(b"not really")
+    with pytest.raises(OutputRefused, match="not an earlier output of spacy_mlm apply"):
+        inference.apply_pipeline(saved_pipelines["ner"], path, out, quiet=True)
+    assert sorted(p.name for p in out.iterdir()) == ["cat.jpg"]
+    summary = inference.apply_pipeline(saved_pipelines["ner"], path, out, quiet=True, force=True)
+    assert summary.written == 1 and (out / "cat.jpg").read_bytes() == b"not really"
+    summary = inference.apply_pipeline(saved_pipelines["ner"], path, out, quiet=True)  # apply's own now
+    assert (summary.written, summary.skipped) == (0, 1)
 
 @pytest.fixture(scope="module")
 def local_ray():
