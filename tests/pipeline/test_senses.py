@@ -22,13 +22,13 @@ TRAIN, DEV = WIC / "train" / "train.data.txt", WIC / "dev" / "dev.data.txt"
 def test_wic_corpus_gives_pair_docs_with_both_targets_and_survives_docbin():
     nlp = spacy.blank("en")
     examples = list(registry.readers.get("spacy_mlm.WiCCorpus.v1")(TRAIN, limit=3)(nlp))
-    eg = examples[0]  # spring N 5-3: "We plan to travel next spring ." / "Birds return every spring ."
+    eg = examples[0]  # bank N 6-7: "She opened an account at the bank ." / "He works as a clerk in a bank downtown ."
     first, second = eg.predicted.spans[SENSE_PAIR_KEY]
-    assert (first.text, second.text) == ("spring", "spring")
+    assert (first.text, second.text) == ("bank", "bank") and (first.start, second.start - second.doc._.mlm_pair_start) == (6, 7)
     assert first.end <= eg.predicted._.mlm_pair_start <= second.start
     assert eg.reference.cats == {SAME_SENSE: 1.0}
     docs = list(DocBin(docs=[eg.reference], store_user_data=True).get_docs(nlp.vocab))
-    assert [s.text for s in docs[0].spans[SENSE_PAIR_KEY]] == ["spring", "spring"]
+    assert [s.text for s in docs[0].spans[SENSE_PAIR_KEY]] == ["bank", "bank"]
     assert docs[0]._.mlm_pair_start == eg.predicted._.mlm_pair_start and docs[0].cats == {SAME_SENSE: 1.0}
 
 
