@@ -69,7 +69,8 @@ def run_ray(pipeline: str, shards: List[Shard], output_format: str, workers: int
         ShardAnnotator,
         fn_constructor_kwargs={"pipeline": pipeline, "output_format": output_format, "batch_size": batch_size,
                                "use_gpu": gpus_per_worker > 0},
-        batch_size=1, concurrency=workers, num_gpus=gpus_per_worker, num_cpus=1, batch_format="numpy",
+        batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers), num_gpus=gpus_per_worker, num_cpus=1,
+        batch_format="numpy",
     )
     for row in dataset.iter_rows():
         yield int(row["shard"]), bytes(row["payload"])
