@@ -77,7 +77,7 @@ setup(
         "spacy_augmenters": [
             "spacy_mlm.sentences_in_context.v1 = spacy_mlm.readers.context:create_sentences_in_context_v1",
         ],
-        "spacy_optimizers": [
+        "thinc_optimizers": [
             "spacy_mlm.LayerDecayAdam.v2 = spacy_mlm.training.optimizer:build_layer_decay_adam_v2",
         ],
         "thinc_schedules": [

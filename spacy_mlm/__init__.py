@@ -2,95 +2,102 @@
 
 The public API is what `__all__` lists below plus the registered names
 (`mlm_encoder`, `spacy_mlm.EncoderListener.v1`, ...; docs/reference.md). The
-benchmarks in bench/ import nothing else; submodules may move."""
+benchmarks in bench/ import nothing else; submodules may move.
+
+Importing the package is light: it imports none of its modules (torch,
+transformers and spaCy load only when something needs them). The names below
+are loaded on first use (PEP 562 `__getattr__`), and spaCy finds the factories
+and registered functions through setup.py's entry points, which import the one
+module that registers each name."""
+from importlib import import_module
+
 __version__ = "0.1.0"
 
-# Importing these modules registers the factories, architectures, readers,
-# optimizer, schedule, logger, scorer, callback and misc functions (one per setup.py entry point:
-# the entry points do the same for spaCy when the package is installed).
-from .models import classifier as _classifier_head, encoder as _encoder, listener as _listener  # noqa: E402,F401
-from .models import senses as _sense_head, tagger as _tagger  # noqa: E402,F401
-from .pipeline import classifier as _classifier, encoder as _encoder_component, ner as _ner  # noqa: E402,F401
-from .pipeline import regressor as _regressor, senses as _senses, vectors as _vectors  # noqa: E402,F401
-from .pipeline import zero_shot as _zero_shot  # noqa: E402,F401
-from .readers import conll as _conll, nli as _nli, pair_scores as _pair_scores, textcat as _textcat  # noqa: E402,F401
-from .scoring import regression as _regression_scorer, textcat as _textcat_scorer, wic as _wic_scorer  # noqa: E402,F401
-from .readers import context as _sentences_in_context  # noqa: E402,F401
-from .similarity import transforms as _transforms  # noqa: E402,F401
-from .training import logger as _console_logger, optimizer as _layer_decay, schedules as _schedules  # noqa: E402,F401
-from .util import save as _atomic_save  # noqa: E402,F401
+# exported name -> (module, attribute in that module)
+_EXPORTS = {
+    # Pipelines, encoders and sentence pairs
+    "get_hf_model": ("spacy_mlm.models.encoder", "get_hf_model"),
+    "load_mlm_model": ("spacy_mlm.models.hf", "load_mlm_model"),
+    "classify_pair": ("spacy_mlm.pipeline.classifier", "classify_pair"),
+    "classify_pairs": ("spacy_mlm.pipeline.classifier", "classify_pairs"),
+    "MLMEncoder": ("spacy_mlm.pipeline.encoder", "MLMEncoder"),
+    "apply_pipeline": ("spacy_mlm.inference", "apply_pipeline"),
+    "make_pair_doc": ("spacy_mlm.tokenization.pair", "make_pair_doc"),
+    "length_batches": ("spacy_mlm.tokenization.batching", "length_batches"),
+    # Fine-tuned Hugging Face classifiers in and out; zero-shot classification from NLI
+    "import_hf": ("spacy_mlm.interop.hf_heads", "import_hf"),
+    "export_hf": ("spacy_mlm.interop.hf_heads", "export_hf"),
+    "add_zero_shot": ("spacy_mlm.pipeline.zero_shot", "add_zero_shot"),
+    # Readers
+    "select": ("spacy_mlm.readers.common", "select"),
+    "conll_documents_to_docs": ("spacy_mlm.readers.conll", "conll_documents_to_docs"),
+    "read_conll": ("spacy_mlm.readers.conll", "read_conll"),
+    "read_corpus": ("spacy_mlm.readers.corpus", "read_corpus"),
+    "read_nli": ("spacy_mlm.readers.nli", "read_nli"),
+    "read_pair_scores": ("spacy_mlm.readers.pair_scores", "read_pair_scores"),
+    "read_textcat": ("spacy_mlm.readers.textcat", "read_textcat"),
+    "read_wic_split": ("spacy_mlm.readers.wic", "read_wic_split"),
+    "target_span": ("spacy_mlm.readers.wic", "target_span"),
+    "wic_training_example": ("spacy_mlm.readers.wic", "wic_training_example"),
+    "read_wsd_corpus": ("spacy_mlm.readers.wsd", "read_wsd_corpus"),
+    "sentence_doc": ("spacy_mlm.readers.wsd", "sentence_doc"),
+    # Tag schemes and scoring
+    "paired_bootstrap": ("spacy_mlm.scoring.bootstrap", "paired_bootstrap"),
+    "correctness_counts": ("spacy_mlm.scoring.classes", "correctness_counts"),
+    "pearson": ("spacy_mlm.scoring.regression", "pearson"),
+    "spearman": ("spacy_mlm.scoring.regression", "spearman"),
+    "doc_entities": ("spacy_mlm.scoring.entities", "doc_entities"),
+    "per_doc_counts": ("spacy_mlm.scoring.entities", "per_doc_counts"),
+    "score_entities": ("spacy_mlm.scoring.entities", "score_entities"),
+    "cosine_rows": ("spacy_mlm.util.vectors", "cosine_rows"),
+    "make_tag_labels": ("spacy_mlm.tagging.schemes", "make_tag_labels"),
+    "spans_to_tags": ("spacy_mlm.tagging.schemes", "spans_to_tags"),
+    "tags_to_spans": ("spacy_mlm.tagging.schemes", "tags_to_spans"),
+    # Contextual word vectors, word in context, word senses
+    "restore_vector_hooks": ("spacy_mlm.similarity.hooks", "restore_vector_hooks"),
+    "contextual_token_vectors": ("spacy_mlm.similarity.layers", "contextual_token_vectors"),
+    "layer_indices": ("spacy_mlm.similarity.layers", "layer_indices"),
+    "docs_before": ("spacy_mlm.vectors_pipeline", "docs_before"),
+    "make_vectors_pipeline": ("spacy_mlm.vectors_pipeline", "make_vectors_pipeline"),
+    "SenseInventory": ("spacy_mlm.similarity.senses", "SenseInventory"),
+    "make_transform_chain": ("spacy_mlm.similarity.transforms", "make_transform_chain"),
+    "labels_of": ("spacy_mlm.similarity.wic", "labels_of"),
+    "mix_context": ("spacy_mlm.similarity.wic", "mix_context"),
+    "pos_of": ("spacy_mlm.similarity.wic", "pos_of"),
+    "threshold_evaluation": ("spacy_mlm.similarity.wic", "threshold_evaluation"),
+    "wic_scores": ("spacy_mlm.similarity.wic", "wic_scores"),
+    # Masked-LM pretraining and fill-mask
+    "FillMask": ("spacy_mlm.fill_mask", "FillMask"),
+    "load_pretraining_config": ("spacy_mlm.pretraining.config", "load_pretraining_config"),
+    "PretrainingExample": ("spacy_mlm.pretraining.data", "Example"),
+    "MaskingSettings": ("spacy_mlm.pretraining.data", "MaskingSettings"),
+    "collate": ("spacy_mlm.pretraining.data", "collate"),
+    "tokenize_documents": ("spacy_mlm.pretraining.data", "tokenize_documents"),
+    "pretrain": ("spacy_mlm.pretraining.loop", "pretrain"),
+    "to_inputs": ("spacy_mlm.pretraining.loop", "to_inputs"),
+    "forward_precision": ("spacy_mlm.pretraining.loop", "forward_precision"),
+    "uniform_distribution": ("spacy_mlm.pretraining.masking", "uniform_distribution"),
+    "PretrainingModel": ("spacy_mlm.pretraining.objectives", "PretrainingModel"),
+    "pack_documents": ("spacy_mlm.pretraining.packing", "pack_documents"),
+    "train_tokenizer": ("spacy_mlm.pretraining.tokenizer", "train_tokenizer"),
+    # A tiny BERT directory for tests and quick runs
+    "make_tiny_bert": ("spacy_mlm.testing", "make_tiny_bert"),
+    # The fine-tuning precision init-config writes for this machine (bf16 where it is native)
+    "precision_setting": ("spacy_mlm.training.precision", "precision_setting"),
+}
 
-# Pipelines, encoders and sentence pairs
-from .models.encoder import get_hf_model  # noqa: E402
-from .models.hf import load_mlm_model  # noqa: E402
-from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402
-from .pipeline.encoder import MLMEncoder  # noqa: E402
-from .inference import apply_pipeline  # noqa: E402
-from .tokenization.batching import length_batches  # noqa: E402
-from .tokenization.pair import make_pair_doc  # noqa: E402
+__all__ = ["__version__", *_EXPORTS]
 
-# Fine-tuned Hugging Face classifiers in and out; zero-shot classification from NLI
-from .interop.hf_heads import export_hf, import_hf  # noqa: E402
-from .pipeline.zero_shot import add_zero_shot  # noqa: E402
 
-# Readers
-from .readers.common import select  # noqa: E402
-from .readers.conll import conll_documents_to_docs, read_conll  # noqa: E402
-from .readers.corpus import read_corpus  # noqa: E402
-from .readers.nli import read_nli  # noqa: E402
-from .readers.pair_scores import read_pair_scores  # noqa: E402
-from .readers.textcat import read_textcat  # noqa: E402
-from .readers.wic import read_wic_split, target_span, wic_training_example  # noqa: E402
-from .readers.wsd import read_wsd_corpus, sentence_doc  # noqa: E402
+def __getattr__(name: str):
+    """Load an exported name from its module on first use (then it is a plain attribute)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'spacy_mlm' has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    value = getattr(import_module(module), attribute)
+    globals()[name] = value
+    return value
 
-# Tag schemes and scoring
-from .scoring.bootstrap import paired_bootstrap  # noqa: E402
-from .scoring.classes import correctness_counts  # noqa: E402
-from .scoring.regression import pearson, spearman  # noqa: E402
-from .scoring.entities import doc_entities, per_doc_counts, score_entities  # noqa: E402
-from .util.vectors import cosine_rows  # noqa: E402
-from .tagging.schemes import make_tag_labels, spans_to_tags, tags_to_spans  # noqa: E402
 
-# Contextual word vectors, word in context, word senses
-from .similarity.hooks import restore_vector_hooks  # noqa: E402
-from .similarity.layers import contextual_token_vectors, layer_indices  # noqa: E402
-from .vectors_pipeline import docs_before, make_vectors_pipeline  # noqa: E402
-from .similarity.senses import SenseInventory  # noqa: E402
-from .similarity.transforms import make_transform_chain  # noqa: E402
-from .similarity.wic import labels_of, mix_context, pos_of, threshold_evaluation, wic_scores  # noqa: E402
-
-# Masked-LM pretraining and fill-mask
-from .fill_mask import FillMask  # noqa: E402
-from .pretraining.config import load_pretraining_config  # noqa: E402
-from .pretraining.data import Example as PretrainingExample  # noqa: E402
-from .pretraining.data import MaskingSettings, collate, tokenize_documents  # noqa: E402
-from .pretraining.loop import forward_precision, pretrain, to_inputs  # noqa: E402
-from .pretraining.masking import uniform_distribution  # noqa: E402
-from .pretraining.objectives import PretrainingModel  # noqa: E402
-from .pretraining.packing import pack_documents  # noqa: E402
-from .pretraining.tokenizer import train_tokenizer  # noqa: E402
-
-# A tiny BERT directory for tests and quick runs
-from .testing import make_tiny_bert  # noqa: E402
-
-# The fine-tuning precision init-config writes for this machine (bf16 where it is native)
-from .training.precision import precision_setting  # noqa: E402
-
-__all__ = [
-    "__version__",
-    "get_hf_model", "load_mlm_model", "classify_pair", "classify_pairs", "MLMEncoder", "apply_pipeline", "make_pair_doc",
-    "length_batches",
-    "import_hf", "export_hf", "add_zero_shot",
-    "select", "conll_documents_to_docs", "read_conll", "read_corpus", "read_nli", "read_pair_scores", "read_textcat",
-    "read_wic_split", "target_span", "wic_training_example", "read_wsd_corpus", "sentence_doc",
-    "paired_bootstrap", "correctness_counts", "pearson", "spearman", "doc_entities", "per_doc_counts", "score_entities", "cosine_rows",
-    "make_tag_labels", "spans_to_tags", "tags_to_spans",
-    "restore_vector_hooks", "contextual_token_vectors", "layer_indices", "docs_before", "make_vectors_pipeline", "SenseInventory",
-    "make_transform_chain", "labels_of", "mix_context", "pos_of", "threshold_evaluation", "wic_scores",
-    "FillMask", "load_pretraining_config", "PretrainingExample", "MaskingSettings", "collate",
-    "tokenize_documents", "pretrain", "to_inputs", "forward_precision", "uniform_distribution", "PretrainingModel",
-    "pack_documents",
-    "train_tokenizer",
-    "make_tiny_bert",
-    "precision_setting",
-]
+def __dir__():
+    return sorted({*globals(), *_EXPORTS})

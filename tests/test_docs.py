@@ -2,14 +2,14 @@
 spacy_mlm (regenerate it with `docs/make_reference.py` when this fails)."""
 from pathlib import Path
 
+import spacy
 from spacy.util import registry
-
-import spacy_mlm  # noqa: F401
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 
 
 def registered_names():
+    spacy.blank("en")  # a Language loads every spacy_factories entry point; get_all() loads the other registries
     names = [n for n, f in registry.factories.get_all().items() if f.__module__.startswith("spacy_mlm")]
     for reg in ("architectures", "readers", "augmenters", "scorers", "optimizers", "schedules", "loggers", "callbacks", "misc"):
         names += [n for n in getattr(registry, reg).get_all() if n.startswith("spacy_mlm.")]

@@ -17,8 +17,6 @@ def load_training_pipeline(config_path: Path, overrides: dict):
     from spacy.training.initialize import resolve_dot_names
     from spacy.util import registry
 
-    import spacy_mlm  # noqa: F401  (registers the factories)
-
     nlp = util.load_model_from_config(util.load_config(config_path, overrides=overrides))
     config = nlp.config.interpolate()
     training = registry.resolve(config["training"], schema=ConfigSchemaTraining)

@@ -174,7 +174,6 @@ def print_table(rows) -> None:
 def print_examples(project_dir: Path) -> None:
     import spacy
 
-    import spacy_mlm  # noqa: F401
     from ..fill_mask import FillMask
     from ..pipeline.classifier import classify_pair
     from ..vectors_pipeline import make_vectors_pipeline

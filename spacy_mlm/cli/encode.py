@@ -12,8 +12,6 @@ def load_encoder_pipeline(model: str, lang: str = "en"):
     blank pipeline with an `mlm_encoder`."""
     import spacy
 
-    import spacy_mlm  # noqa: F401  (registers the factories)
-
     path = Path(model)
     if (path / "meta.json").exists() or (path / "config.cfg").exists():
         return spacy.load(path)

@@ -21,7 +21,6 @@ def run_evaluation(model: Path, data: Path, task: str = "auto", baseline: Option
     `evaluate_pipeline` for `options`)."""
     import spacy
 
-    import spacy_mlm  # noqa: F401  (registers the factories)
     from ..evaluation.evaluate import evaluate_pipeline
 
     nlp = spacy.load(model)

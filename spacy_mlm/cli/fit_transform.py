@@ -29,8 +29,6 @@ def fit_transform_cli(
     """Fit remove-static / center / standardize / all-but-the-top / whitening on the contextual token
     vectors of CORPUS and save the pipeline (encoder + mlm_vectors with the
     fitted transform) to OUTPUT_DIR."""
-    import spacy_mlm  # noqa: F401  (registers the factories)
-
     from ..vectors_pipeline import docs_before, load_vectors_pipeline
     from ..readers.corpus import read_corpus
     from ..util.io import atomic_directory

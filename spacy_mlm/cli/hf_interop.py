@@ -60,7 +60,6 @@ def export_hf_cli(
     which transformers' pipelines load."""
     import spacy
 
-    import spacy_mlm  # noqa: F401  (registers the factories)
     from ..interop.hf_heads import export_hf
     from ..util.outputs import claim_output
 

@@ -108,7 +108,6 @@ def optimize_cli(
     sample. The optimized pipeline is inference only: train the original."""
     import spacy
 
-    import spacy_mlm  # noqa: F401  (registers the factories)
     from ..models.encoder import choose_fp32_layers
     from ..testing import SAMPLE_TEXT
     from ..util.outputs import claim_output

@@ -46,8 +46,6 @@ def wic_cli(
     (optionally mixed with the sentence vectors); the threshold is tuned on the
     train split, accuracy reported on dev.
     Prints a JSON line last."""
-    import spacy_mlm  # noqa: F401  (registers the factories)
-
     from ..vectors_pipeline import docs_before, load_vectors_pipeline
     from ..readers.wic import read_wic_split
     from ..similarity.wic import evaluate_wic, wic_sentences

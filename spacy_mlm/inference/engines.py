@@ -17,8 +17,6 @@ Shard = Tuple[int, List[Record]]
 def load_pipeline(pipeline: str, use_gpu: bool = False):
     import spacy
 
-    import spacy_mlm  # noqa: F401  (registers the factories and the DocEncoding msgpack codec)
-
     if use_gpu:
         spacy.require_gpu()
     return spacy.load(pipeline)

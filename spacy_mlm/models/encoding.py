@@ -20,9 +20,10 @@ never reads, and its Docs keep their encodings as the encoder set them.
 A `DocEncoding` travels: `srsly` msgpack (so `doc.to_bytes()`, `DocBin(
 store_user_data=True)`, `nlp.pipe(n_process=N)`), pickle and `copy.deepcopy`
 write its tensors as host arrays (`to_dict`) and read them back as CPU tensors.
-The msgpack encoder and decoder are registered with srsly when spacy_mlm is
-imported (`spacy.load` of a pipeline with our components imports it); not as
-srsly entry points, which srsly loads while spaCy itself is being imported.
+The msgpack encoder and decoder are registered with srsly when this module is
+imported (the `mlm_encoder` factory's module imports it, so `spacy.load` of a
+pipeline with our components does); not as srsly entry points, which srsly
+loads while spaCy itself is being imported.
 """
 from dataclasses import dataclass, field
 from functools import cached_property
