@@ -19,10 +19,29 @@ def show_invisible(text: str) -> str:
 
 
 class SpacyMlmError(ValueError):
-    """Base class: every error raised on purpose by spacy_mlm."""
+    """Base class: every error raised on purpose by spacy_mlm. A ValueError, so
+    spaCy's and confection's config resolution, and callers that caught the
+    ValueErrors these once were, still handle it."""
 
 
-class DataFormatError(SpacyMlmError):
+class SettingError(SpacyMlmError):
+    """A setting (a config value, an argument of a registered function or of the
+    API) is unknown, out of range or conflicts with another; the message names
+    the setting and the value it got."""
+
+
+class DataError(SpacyMlmError):
+    """Data does not fit what it is used with: gold and predicted of different
+    lengths, labels outside the label set, characters that cover no token.
+    `DataFormatError` is the case of a data file, with its path and line."""
+
+
+class InstallationError(SpacyMlmError):
+    """spacy_mlm runs from a source folder that is not installed, so what it
+    ships as package data (the project, the configs) cannot be found."""
+
+
+class DataFormatError(DataError):
     """A data file does not have the expected format."""
 
     def __init__(self, path: Union[str, Path], line: Optional[int], message: str):

@@ -10,6 +10,8 @@ WordPiece model itself are still `tokenizers`'."""
 from pathlib import Path
 from typing import Iterable, List, Optional, Union
 
+from .errors import SettingError
+
 WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 SAMPLE_TEXT = [
@@ -246,7 +248,7 @@ def _family_tokenizer(family: str, texts: List[str]):
     if family == "deberta-v2":
         order = ("pad_token", "cls_token", "sep_token", "unk_token", "mask_token")
         return tf.DebertaV2TokenizerFast(tokenizer_object=unigram(bert, order, False), **bert)
-    raise ValueError(f"no tiny model for family {family!r}; the families are {', '.join(FAMILIES)}")
+    raise SettingError(f"no tiny model for family {family!r}; the families are {', '.join(FAMILIES)}")
 
 
 def _family_config(family: str, tokenizer):
@@ -286,7 +288,7 @@ def _family_config(family: str, tokenizer):
             global_attn_every_n_layers=2, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
             bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, reference_compile=False,
         )
-    raise ValueError(f"no tiny model for family {family!r}; the families are {', '.join(FAMILIES)}")
+    raise SettingError(f"no tiny model for family {family!r}; the families are {', '.join(FAMILIES)}")
 
 
 def make_tiny_family(family: str, output_dir: Union[str, Path], texts: Optional[Iterable[str]] = None,

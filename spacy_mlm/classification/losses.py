@@ -14,6 +14,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy
 import torch
 
+from ..errors import SettingError
 from ..util.global_batch import step_sum
 
 
@@ -55,10 +56,10 @@ def class_weight_vector(labels: Sequence[str], weights: Optional[Mapping[str, fl
         return None
     unknown = set(weights) - set(labels)
     if unknown:
-        raise ValueError(f"class_weights name labels the component does not have: {sorted(unknown)}")
+        raise SettingError(f"class_weights name labels the component does not have: {sorted(unknown)}")
     bad = {k: v for k, v in weights.items() if not v > 0}
     if bad:
-        raise ValueError(f"class weights must be positive, got {bad}")
+        raise SettingError(f"class weights must be positive, got {bad}")
     return numpy.asarray([float(weights.get(label, 1.0)) for label in labels], dtype="float32")
 
 

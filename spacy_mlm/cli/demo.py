@@ -17,6 +17,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import typer
 
+from ..errors import InstallationError
 from ..util.io import atomic_write_bytes
 from . import app
 
@@ -50,7 +51,7 @@ def packaged_trees() -> Dict[str, object]:
     except ModuleNotFoundError as error:
         import spacy_mlm
 
-        raise RuntimeError(
+        raise InstallationError(
             f"{error.name} (package data) not found: spacy_mlm was imported from {Path(spacy_mlm.__file__).parent}, "
             "a source folder that is not installed; install it (pip install . or pip install -e .) "
             "and run from another folder"

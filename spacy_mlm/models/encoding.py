@@ -34,6 +34,7 @@ import srsly
 import torch
 from spacy.tokens import Doc
 
+from ..errors import SettingError
 from ..tokenization.align import Alignment
 from ..tokenization.tokenizer import DocPieces
 from .pooling import pool_tokens
@@ -116,7 +117,7 @@ class DocEncoding:
         if layer is None:
             source = self.hidden_tensor
         elif self.layers_tensor is None:
-            raise ValueError(
+            raise SettingError(
                 "this encoding has no per-layer outputs: build the encoder with output_hidden_states = true"
             )
         else:

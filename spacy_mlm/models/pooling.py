@@ -7,6 +7,7 @@ from typing import Optional
 import numpy
 import torch
 
+from ..errors import SettingError
 from ..tokenization.align import Alignment
 
 TOKEN_POOLINGS = ("first", "mean", "last", "max")
@@ -43,7 +44,7 @@ def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> tor
         pick = (ends - lengths)[has] if pooling == "first" else ends[has] - 1
         rows = _index(alignment.piece_index[pick], hidden.device)
         return out.index_copy(0, _index(has, hidden.device), hidden[rows])
-    raise ValueError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
+    raise SettingError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
 
 
 def pool_pair_sides(hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pair_start: Optional[int]) -> torch.Tensor:
@@ -100,7 +101,7 @@ def pool_piece_scores(rows: torch.Tensor, lengths: torch.Tensor, how: str, log_p
     scores, for the CRF whose emissions are unnormalised). A token without
     pieces gets a uniform distribution (zero scores)."""
     if how not in SUBWORD_POOLINGS:
-        raise ValueError(f"unknown subword pooling {how!r}: expected one of {', '.join(SUBWORD_POOLINGS)}")
+        raise SettingError(f"unknown subword pooling {how!r}: expected one of {', '.join(SUBWORD_POOLINGS)}")
     lengths = torch.as_tensor(lengths, dtype=torch.long, device=rows.device)
     n_tokens, n_tags = len(lengths), rows.shape[1]
     has = (lengths > 0).unsqueeze(1)

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from thinc.api import Optimizer
 
-from ..errors import SpacyMlmError
+from ..errors import SettingError, SpacyMlmError
 from .families import parameter_depths
 
 _LAYER = re.compile(r"(?:^|\.)(?:layer|layers|block)\.(\d+)\.")
@@ -53,7 +53,7 @@ def layer_lr_scale(depth: Optional[int], num_layers: int, decay: float) -> float
     if depth is None:
         return 1.0
     if depth > num_layers:
-        raise ValueError(f"a parameter of transformer layer {depth - 1} was seen but num_layers = {num_layers}")
+        raise SettingError(f"a parameter of transformer layer {depth - 1} was seen but num_layers = {num_layers}")
     return float(decay ** (num_layers + 1 - depth))
 
 

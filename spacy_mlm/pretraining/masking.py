@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..errors import SpacyMlmError
+from ..errors import DataError, SettingError
 
 IGNORE_INDEX = -100  # label of positions the loss skips (the torch/HF convention)
 
@@ -28,7 +28,7 @@ def unigram_distribution(counts: np.ndarray, special_ids: Sequence[int]) -> np.n
     probs[list(special_ids)] = 0.0
     total = probs.sum()
     if total <= 0:
-        raise SpacyMlmError("the corpus has no non-special tokens to estimate unigram probabilities from")
+        raise DataError("the corpus has no non-special tokens to estimate unigram probabilities from")
     return probs / total
 
 
@@ -54,7 +54,7 @@ def choose_positions(
     stays nearest to the target (so the realised rate is unbiased). Rows keep at
     least one chosen unit when they have any candidate."""
     if not 0.0 < rate < 1.0:
-        raise ValueError(f"masking rate must be between 0 and 1, got {rate}")
+        raise SettingError(f"masking rate must be between 0 and 1, got {rate}")
     n_rows, length = candidates.shape
     n_cand = candidates.sum(axis=1)
     target = np.maximum(np.rint(rate * n_cand), np.minimum(n_cand, 1))
@@ -90,7 +90,8 @@ def mask_tokens(
     the mask token, `random_fraction` a token drawn from `replacement_probs`, and
     the rest keep their token (all of them are predicted)."""
     if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1:
-        raise ValueError("mask_fraction and random_fraction must be >= 0 and sum to at most 1")
+        raise SettingError("mask_fraction and random_fraction must be >= 0 and sum to at most 1, "
+                           f"got {mask_fraction} and {random_fraction}")
     input_ids = np.asarray(input_ids, dtype=np.int64)
     chosen = choose_positions(~np.asarray(special_mask, dtype=bool), rate, rng, word_starts)
     labels = np.where(chosen, input_ids, IGNORE_INDEX)

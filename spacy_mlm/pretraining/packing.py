@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import SpacyMlmError
+from ..errors import DataError, SettingError
 
 Segment = Tuple[np.ndarray, np.ndarray]
 Pair = Tuple[Segment, Segment, int]
@@ -33,7 +33,7 @@ def pack_documents(documents: Sequence[Sequence[Segment]], capacity: int, separa
     """Blocks of at most `capacity` pieces. Segments stay whole unless longer than
     a block; `separator_id` (None: no marker) sits between documents within a block."""
     if capacity < 1:
-        raise ValueError(f"packing capacity must be positive, got {capacity}")
+        raise SettingError(f"packing capacity must be positive, got {capacity}")
     blocks: List[Segment] = []
     current: List[Segment] = []
     size = 0
@@ -81,7 +81,7 @@ def next_sentence_pairs(
     successor (IS_NEXT), else a random segment of a different document (NOT_NEXT)."""
     documents = [doc for doc in documents if len(doc)]
     if len(documents) < 2:
-        raise SpacyMlmError("next-sentence prediction needs a corpus of at least two documents")
+        raise DataError("next-sentence prediction needs a corpus of at least two documents")
     sizes = np.array([len(doc) for doc in documents])
     pairs: List[Pair] = []
     for d, doc in enumerate(documents):
@@ -95,5 +95,5 @@ def next_sentence_pairs(
             a_fit, b_fit = truncate_pair(doc[j], b, capacity)
             pairs.append((a_fit, b_fit, label))
     if not pairs:
-        raise SpacyMlmError("next-sentence prediction needs documents with at least two segments (lines)")
+        raise DataError("next-sentence prediction needs documents with at least two segments (lines)")
     return pairs

@@ -8,13 +8,15 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import DataError, SettingError
+
 
 def sampling_probabilities(sizes: Sequence[int], alpha: float = 0.3) -> np.ndarray:
     sizes = np.asarray(sizes, dtype=np.float64)
     if len(sizes) == 0 or np.any(sizes < 0) or sizes.sum() <= 0:
-        raise ValueError(f"corpus sizes must be non-negative with a positive total, got {sizes.tolist()}")
+        raise DataError(f"corpus sizes must be non-negative with a positive total, got {sizes.tolist()}")
     if alpha < 0:
-        raise ValueError(f"sampling exponent must be >= 0, got {alpha}")
+        raise SettingError(f"sampling exponent must be >= 0, got {alpha}")
     p = sizes / sizes.sum()
     q = np.where(p > 0, p**alpha, 0.0)
     return q / q.sum()

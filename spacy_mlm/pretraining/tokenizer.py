@@ -12,6 +12,8 @@ from typing import Iterable, Iterator
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from ..errors import SettingError
+
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 KINDS = ("wordpiece", "bpe", "unigram")
@@ -21,7 +23,7 @@ def train_tokenizer(
     texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 8000, lowercase: bool = True, max_length: int = 512
 ):
     if kind not in KINDS:
-        raise ValueError(f"tokenizer kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise SettingError(f"tokenizer kind must be one of {', '.join(KINDS)}, got {kind!r}")
     texts = list(texts)
     if kind == "wordpiece":
         from transformers import BertTokenizerFast

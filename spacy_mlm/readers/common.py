@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
-from ..errors import DataFormatError
+from ..errors import DataError, DataFormatError
 
 T = TypeVar("T")
 PathLike = Union[str, Path]
@@ -146,5 +146,5 @@ def one_hot_cats(gold: Sequence[str], labels: Sequence[str]) -> Dict[str, float]
     label, so a multi-label learner sees explicit negatives rather than missing values."""
     unknown = set(gold) - set(labels)
     if unknown:
-        raise ValueError(f"labels {sorted(unknown)} are not in the label set {list(labels)}")
+        raise DataError(f"labels {sorted(unknown)} are not in the label set {list(labels)}")
     return {label: 1.0 if label in gold else 0.0 for label in labels}

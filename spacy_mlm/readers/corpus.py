@@ -16,7 +16,7 @@ adjacent segments of one document.
 from pathlib import Path
 from typing import Iterator, List, Union
 
-from ..errors import DataFormatError
+from ..errors import DataFormatError, SettingError
 from .common import bounded_segments, iter_lines, parse_json_line
 
 PathLike = Union[str, Path]
@@ -76,7 +76,7 @@ def corpus_files(path: PathLike) -> List[Path]:
 def read_corpus(path: PathLike, text_field: str = "text", file_format: str = "auto") -> List[Document]:
     """All documents of a file or directory. `file_format`: auto (by suffix), text or jsonl."""
     if file_format not in ("auto", "text", "jsonl"):
-        raise ValueError(f"file_format must be auto, text or jsonl, got {file_format!r}")
+        raise SettingError(f"file_format must be auto, text or jsonl, got {file_format!r}")
     documents: List[Document] = []
     for file in corpus_files(path):
         is_jsonl = file_format == "jsonl" or (file_format == "auto" and file.suffix.lower() in JSONL_SUFFIXES)

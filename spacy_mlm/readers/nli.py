@@ -20,7 +20,7 @@ from spacy.language import Language
 from spacy.training import Example
 from spacy.util import registry
 
-from ..errors import DataFormatError
+from ..errors import DataError, DataFormatError, SettingError
 from .common import (
     PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, require_examples, select,
     split_tsv,
@@ -89,16 +89,16 @@ def apply_label_scheme(labels_seen: Sequence[str], scheme: str) -> Tuple[Tuple[s
     mixes `not_entailment` with neutral/contradiction is rejected.
     """
     if scheme not in LABEL_SCHEMES:
-        raise ValueError(f"unknown label_scheme {scheme!r}: expected one of {', '.join(LABEL_SCHEMES)}")
+        raise SettingError(f"unknown label_scheme {scheme!r}: expected one of {', '.join(LABEL_SCHEMES)}")
     seen = set(labels_seen)
     if scheme == "binary":
         return TWO_WAY, {ENTAILMENT: ENTAILMENT, NEUTRAL: NOT_ENTAILMENT, CONTRADICTION: NOT_ENTAILMENT,
                          NOT_ENTAILMENT: NOT_ENTAILMENT}
     two_way = NOT_ENTAILMENT in seen
     if two_way and (seen & {NEUTRAL, CONTRADICTION}):
-        raise ValueError("labels mix not_entailment with neutral/contradiction")
+        raise DataError("labels mix not_entailment with neutral/contradiction")
     if two_way and scheme == "three_way":
-        raise ValueError("not_entailment cannot be read as three-way (neutral vs contradiction is unknown); "
+        raise DataError("not_entailment cannot be read as three-way (neutral vs contradiction is unknown); "
                          "use label_scheme = \"auto\" or \"binary\"")
     labels = TWO_WAY if two_way else THREE_WAY
     return labels, {label: label for label in labels}
@@ -237,5 +237,5 @@ def create_nli_corpus_v1(
     """Sentence-pair corpus for `spacy train` ([corpora.train] / [corpora.dev]).
     `limit` > 0 keeps that many pairs (after a seeded shuffle if `shuffle`)."""
     if label_scheme not in LABEL_SCHEMES:
-        raise ValueError(f"unknown label_scheme {label_scheme!r}: expected one of {', '.join(LABEL_SCHEMES)}")
+        raise SettingError(f"unknown label_scheme {label_scheme!r}: expected one of {', '.join(LABEL_SCHEMES)}")
     return NLICorpus(path, label_scheme=label_scheme, limit=limit, shuffle=shuffle, seed=seed, encoding=encoding)

@@ -28,7 +28,7 @@ from spacy.language import Language
 from spacy.training import Example
 from spacy.util import registry
 
-from ..errors import DataFormatError
+from ..errors import DataFormatError, SettingError
 from .common import (
     PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, require_examples, select,
     split_tsv,
@@ -69,7 +69,7 @@ class TextCatData:
 
 def resolve_format(path: Path, format: str) -> str:
     if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
+        raise SettingError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
     if format != "auto":
         return format
     try:
@@ -118,7 +118,7 @@ def _csv_rows(path: Path, encoding: str):
 
 def _trec_rows(path: Path, encoding: str, granularity: str):
     if granularity not in ("coarse", "fine"):
-        raise ValueError(f"trec_granularity must be 'coarse' or 'fine', not {granularity!r}")
+        raise SettingError(f"trec_granularity must be 'coarse' or 'fine', not {granularity!r}")
     for number, line in iter_lines(path, encoding):
         if not line.strip():
             continue
@@ -160,7 +160,7 @@ def _jsonl_rows(path: Path, encoding: str, text_column: Optional[str]):
 def _label_mapping(path: Path, label_names: Optional[Dict[str, str]],
                    label_names_file: Optional[PathLike]) -> Optional[Dict[str, str]]:
     if label_names and label_names_file:
-        raise ValueError("give label_names or label_names_file, not both")
+        raise SettingError("give label_names or label_names_file, not both")
     if label_names_file:
         names = [line.strip() for _, line in iter_lines(label_names_file) if line.strip()]
         return {str(i): name for i, name in enumerate(names, start=1)}
@@ -264,7 +264,7 @@ def create_textcat_corpus_v1(
     """Text-classification corpus for `spacy train`; see the module docstring for
     formats. `limit` > 0 keeps that many texts (after a seeded shuffle if `shuffle`)."""
     if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
+        raise SettingError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
     return TextCatCorpus(
         path, limit=limit, shuffle=shuffle, seed=seed, format=format, text_column=text_column,
         label_column=label_column, label_names=label_names, label_names_file=label_names_file,

@@ -26,7 +26,7 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.util import registry
 
-from ..errors import DataFormatError
+from ..errors import DataError, DataFormatError
 from ..tokenization.pair import PAIR_ATTR, make_pair_doc
 from .common import iter_lines, require_examples, select, split_tsv
 
@@ -60,7 +60,7 @@ def word_char_span(sentence: str, index: int) -> Tuple[int, int]:
     """Character (start, end) of the index-th whitespace-separated word."""
     words = list(_WORD.finditer(sentence))
     if not 0 <= index < len(words):
-        raise IndexError(f"word index {index} out of range for a sentence of {len(words)} words")
+        raise DataError(f"word index {index} out of range for a sentence of {len(words)} words")
     return words[index].start(), words[index].end()
 
 
@@ -68,7 +68,7 @@ def target_span(doc: Doc, char_span: Tuple[int, int]) -> Span:
     """The spaCy tokens covering a character span (expanded to token bounds)."""
     span = doc.char_span(char_span[0], char_span[1], alignment_mode="expand")
     if span is None or len(span) == 0:
-        raise ValueError(f"characters {char_span} of {doc.text!r} cover no token")
+        raise DataError(f"characters {char_span} of {doc.text!r} cover no token")
     return span
 
 
@@ -98,7 +98,7 @@ def read_wic(data_path: Union[str, Path], gold_path: Union[str, Path, None] = No
         for which, sentence, k in (("sentence1", s1, i), ("sentence2", s2, j)):
             try:
                 word_char_span(sentence, k)
-            except IndexError as err:
+            except DataError as err:
                 raise DataFormatError(data_path, line_no, f"{which}: {err}") from None
         rows.append((target, pos, i, j, s1, s2, line_no))
     labels: List[Optional[bool]] = [None] * len(rows)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy
 
+from ..errors import DataError
 from .entities import f1_from_counts
 
 
@@ -43,10 +44,11 @@ def paired_bootstrap(
     counts_a = numpy.asarray(counts_a, dtype=numpy.int64)
     counts_b = numpy.asarray(counts_b, dtype=numpy.int64)
     if counts_a.shape != counts_b.shape or counts_a.ndim != 2 or counts_a.shape[1] != 3:
-        raise ValueError(f"expected two (n_docs, 3) count arrays, got {counts_a.shape} and {counts_b.shape}")
+        raise DataError(f"expected two (n_docs, 3) count arrays, got {counts_a.shape} and {counts_b.shape}")
     n = counts_a.shape[0]
     if n == 0 or n_samples < 1:
-        raise ValueError("need at least one document and one bootstrap sample")
+        raise DataError(f"need at least one document and one bootstrap sample, got {n} documents "
+                        f"and n_samples = {n_samples}")
     f1_a = float(f1_from_counts(counts_a.sum(axis=0)))
     f1_b = float(f1_from_counts(counts_b.sum(axis=0)))
     delta = f1_a - f1_b

@@ -12,6 +12,8 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 import numpy
 
+from ..errors import DataError
+
 Entity = Tuple[int, int, str]
 
 
@@ -42,7 +44,7 @@ def f1_from_counts(counts: numpy.ndarray) -> numpy.ndarray:
 def per_doc_counts(gold_docs: Sequence[Iterable[Entity]], pred_docs: Sequence[Iterable[Entity]]) -> numpy.ndarray:
     """(n_docs, 3) array of tp, fp, fn."""
     if len(gold_docs) != len(pred_docs):
-        raise ValueError(f"{len(gold_docs)} gold documents but {len(pred_docs)} predicted ones")
+        raise DataError(f"{len(gold_docs)} gold documents but {len(pred_docs)} predicted ones")
     return numpy.array(
         [count_matches(g, p) for g, p in zip(gold_docs, pred_docs)], dtype=numpy.int64
     ).reshape(-1, 3)
@@ -55,7 +57,7 @@ def score_entities(
     ``{type: {"p", "r", "f", "support"}}`` (the keys spaCy's scorer uses, so the
     numbers can be compared side by side), plus the raw ``tp``/``fp``/``fn``."""
     if len(gold_docs) != len(pred_docs):
-        raise ValueError(f"{len(gold_docs)} gold documents but {len(pred_docs)} predicted ones")
+        raise DataError(f"{len(gold_docs)} gold documents but {len(pred_docs)} predicted ones")
     totals = numpy.zeros(3, dtype=numpy.int64)
     by_type: Dict[str, List[int]] = {}
     for gold, pred in zip(gold_docs, pred_docs):

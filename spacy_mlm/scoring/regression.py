@@ -12,12 +12,14 @@ import numpy
 from spacy.training import Example
 from spacy.util import registry
 
+from ..errors import DataError
+
 
 def pearson(predicted: Sequence[float], gold: Sequence[float]) -> Optional[float]:
     """Pearson's correlation; None for fewer than two values or a constant side."""
     x, y = numpy.asarray(predicted, dtype=float), numpy.asarray(gold, dtype=float)
     if len(x) != len(y):
-        raise ValueError(f"{len(x)} predictions but {len(y)} gold values")
+        raise DataError(f"{len(x)} predictions but {len(y)} gold values")
     if len(x) < 2:
         return None
     x, y = x - x.mean(), y - y.mean()
@@ -39,14 +41,14 @@ def average_ranks(values: Sequence[float]) -> numpy.ndarray:
 def spearman(predicted: Sequence[float], gold: Sequence[float]) -> Optional[float]:
     """Spearman's rank correlation: Pearson's on the average ranks."""
     if len(predicted) != len(gold):
-        raise ValueError(f"{len(predicted)} predictions but {len(gold)} gold values")
+        raise DataError(f"{len(predicted)} predictions but {len(gold)} gold values")
     return pearson(average_ranks(predicted), average_ranks(gold))
 
 
 def rmse(predicted: Sequence[float], gold: Sequence[float]) -> Optional[float]:
     x, y = numpy.asarray(predicted, dtype=float), numpy.asarray(gold, dtype=float)
     if len(x) != len(y):
-        raise ValueError(f"{len(x)} predictions but {len(y)} gold values")
+        raise DataError(f"{len(x)} predictions but {len(y)} gold values")
     return float(numpy.sqrt(((x - y) ** 2).mean())) if len(x) else None
 
 

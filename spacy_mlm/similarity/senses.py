@@ -117,7 +117,7 @@ class SenseInventory:
         try:
             msg = srsly.msgpack_loads(data)
             if msg.get("format") != FORMAT_VERSION:
-                raise ValueError(f"unknown format version {msg.get('format')!r}")
+                raise SpacyMlmError(f"unknown format version {msg.get('format')!r}")
             inventory.width = msg["width"]
             for key, raw in msg["entries"].items():
                 entry = _Entry(inventory.width)
@@ -125,7 +125,7 @@ class SenseInventory:
                 entry.sums = numpy.array(raw["sums"], dtype="float64").reshape(-1, inventory.width)
                 entry.counts = numpy.array(raw["counts"], dtype="int64")
                 if not (len(entry.senses) == entry.sums.shape[0] == entry.counts.shape[0]):
-                    raise ValueError(f"entry {key!r} has mismatched senses/sums/counts")
+                    raise SpacyMlmError(f"entry {key!r} has mismatched senses/sums/counts")
                 inventory._entries[key] = entry
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise SpacyMlmError(f"not a serialized SenseInventory: {err}") from err

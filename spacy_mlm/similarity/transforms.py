@@ -287,11 +287,11 @@ class TransformChain:
         try:
             msg = srsly.msgpack_loads(data)
             if msg.get("format") != FORMAT_VERSION:
-                raise ValueError(f"unknown format version {msg.get('format')!r}")
+                raise SpacyMlmError(f"unknown format version {msg.get('format')!r}")
             steps = []
             for entry in msg["steps"]:
                 if entry["kind"] not in TRANSFORM_KINDS:
-                    raise ValueError(f"unknown transform kind {entry['kind']!r}")
+                    raise SpacyMlmError(f"unknown transform kind {entry['kind']!r}")
                 step = TRANSFORM_KINDS[entry["kind"]](**entry["params"])
                 step.arrays = {k: numpy.array(v, dtype="float32") for k, v in entry["arrays"].items()}
                 steps.append(step)

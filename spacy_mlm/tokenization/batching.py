@@ -14,6 +14,8 @@ from typing import List
 
 import numpy as np
 
+from ..errors import DataError, SettingError
+
 
 def length_batches(lengths: np.ndarray, max_pieces: int, pass_cost: float = 64.0) -> List[np.ndarray]:
     """Indices of `lengths`, in groups (longest first, each group longest
@@ -22,9 +24,9 @@ def length_batches(lengths: np.ndarray, max_pieces: int, pass_cost: float = 64.0
     `len(group) * longest + pass_cost` is the least possible."""
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.ndim != 1:
-        raise ValueError(f"lengths must be one-dimensional, got shape {lengths.shape}")
+        raise DataError(f"lengths must be one-dimensional, got shape {lengths.shape}")
     if max_pieces < 1 or pass_cost < 0:
-        raise ValueError(f"need max_pieces >= 1 and pass_cost >= 0, got {max_pieces} and {pass_cost}")
+        raise SettingError(f"need max_pieces >= 1 and pass_cost >= 0, got {max_pieces} and {pass_cost}")
     n = len(lengths)
     order = np.argsort(-lengths, kind="stable")
     longest = lengths[order].astype(np.float64)

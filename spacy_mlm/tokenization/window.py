@@ -9,13 +9,15 @@ from typing import List, Tuple
 
 import numpy as np
 
+from ..errors import DataError, SettingError
+
 
 def window_spans(n: int, size: int, overlap: int) -> List[Tuple[int, int]]:
     """Half-open spans covering range(n); consecutive spans share `overlap` items."""
     if size <= 0:
-        raise ValueError(f"window size must be positive, got {size}")
+        raise SettingError(f"window size must be positive, got {size}")
     if not 0 <= overlap < size:
-        raise ValueError(f"window overlap must be in [0, {size}), got {overlap}")
+        raise SettingError(f"window overlap must be in [0, {size}), got {overlap}")
     if n <= size:
         return [(0, n)]
     step = size - overlap
@@ -58,12 +60,12 @@ def context_windows(
     there; an item is owned by a window of its own segment only, so no vector
     is ever taken from a window read for a neighbour."""
     if size <= 0 or context < 0:
-        raise ValueError(f"need size > 0 and context >= 0, got size {size} and context {context}")
+        raise SettingError(f"need size > 0 and context >= 0, got size {size} and context {context}")
     spans: List[Tuple[int, int]] = []
     owners, positions = [], []
     for a, b in segments:
         if not 0 <= a <= b <= n:
-            raise ValueError(f"segment ({a}, {b}) is not inside a sequence of {n} items")
+            raise DataError(f"segment ({a}, {b}) is not inside a sequence of {n} items")
         if a == b:
             continue
         lo, hi = max(0, a - context), min(n, b + context)

@@ -13,6 +13,8 @@ from spacy.util import registry
 from thinc.api import Optimizer
 from thinc.optimizers import ADAM_DEFAULTS, FloatOrSeq
 
+from ..errors import SettingError
+
 
 class LayerDecayOptimizer(Optimizer):
     """thinc's Adam/AdamW whose torch steps (`torch_step`) scale each layer's
@@ -20,7 +22,7 @@ class LayerDecayOptimizer(Optimizer):
 
     def __init__(self, learn_rate: FloatOrSeq, *, layer_decay: float, **kwargs):
         if not 0.0 < layer_decay <= 1.0:
-            raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
+            raise SettingError(f"layer_decay must be in (0, 1], got {layer_decay}")
         super().__init__(learn_rate, **kwargs)
         self.layer_decay = float(layer_decay)
 

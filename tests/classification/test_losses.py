@@ -8,6 +8,7 @@ from spacy_mlm.classification.losses import (
     sigmoid_binary_cross_entropy,
     softmax_cross_entropy,
 )
+from spacy_mlm.errors import SettingError
 
 
 def softmax(z):
@@ -82,9 +83,9 @@ def test_empty_batch():
 def test_class_weight_vector_and_balanced_weights():
     assert class_weight_vector(["a", "b"], None) is None
     numpy.testing.assert_allclose(class_weight_vector(["a", "b", "c"], {"b": 2.0}), [1.0, 2.0, 1.0])
-    with pytest.raises(ValueError, match="does not have"):
+    with pytest.raises(SettingError, match="does not have"):
         class_weight_vector(["a"], {"z": 1.0})
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(SettingError, match="positive"):
         class_weight_vector(["a"], {"a": 0.0})
     rows = [["a"]] * 6 + [["b"]] * 2
     assert balanced_class_weights(rows, ["a", "b", "c"], exclusive=True) == pytest.approx(

@@ -2,6 +2,7 @@ import numpy
 import pytest
 import torch
 
+from spacy_mlm.errors import SettingError
 from spacy_mlm.models.pooling import pool_piece_scores
 
 # 3 tokens: 2 pieces, 0 pieces, 1 piece
@@ -38,5 +39,5 @@ def test_gradients_are_finite_and_reach_only_used_rows(how):
 
 
 def test_unknown_pooling():
-    with pytest.raises(ValueError, match="unknown subword pooling"):
+    with pytest.raises(SettingError, match="unknown subword pooling"):
         pool_piece_scores(ROWS, LENGTHS, "max", log_probs=True)

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from spacy_mlm.errors import DataError, SettingError
 from spacy_mlm.pretraining.masking import (
     IGNORE_INDEX,
     choose_positions,
@@ -92,9 +93,9 @@ def test_masks_are_a_function_of_the_seed():
 
 def test_bad_arguments():
     ids, special = batch(n_rows=2)
-    with pytest.raises(ValueError):
+    with pytest.raises(SettingError):
         choose_positions(~special, 1.5, np.random.default_rng(0))
-    with pytest.raises(ValueError):
+    with pytest.raises(SettingError):
         mask_tokens(ids, special, np.random.default_rng(0), MASK, uniform_distribution(VOCAB, SPECIALS), 0.15, 0.9, 0.2)
-    with pytest.raises(ValueError):
+    with pytest.raises(DataError):
         unigram_distribution(np.ones(5), SPECIALS)

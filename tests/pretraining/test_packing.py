@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from spacy_mlm.errors import DataError, SettingError
 from spacy_mlm.pretraining.packing import IS_NEXT, NOT_NEXT, next_sentence_pairs, pack_documents, truncate_pair
 
 SEP = 3
@@ -46,7 +47,7 @@ def test_segments_longer_than_a_block_are_split():
 def test_no_separator_option_and_bad_capacity():
     blocks = pack_documents(docs_of([[2], [2]]), 8, None)
     assert blocks[0][0].tolist() == [10, 11, 12, 13]
-    with pytest.raises(ValueError):
+    with pytest.raises(SettingError):
         pack_documents(docs_of([[2]]), 0, SEP)
 
 
@@ -71,5 +72,5 @@ def test_next_sentence_pairs_half_adjacent_half_random():
             assert (da, ja + 1) == (db, jb)
         else:
             assert label == NOT_NEXT and da != db
-    with pytest.raises(ValueError):
+    with pytest.raises(DataError):
         next_sentence_pairs(docs_of([[2, 2]]), 10, np.random.default_rng(0))

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from spacy_mlm.errors import DataError
 from spacy_mlm.pretraining.sampling import epoch_order, quotas, sampling_probabilities
 
 
@@ -12,7 +13,7 @@ def test_exponent_flattens_the_language_mix():
     p = np.array(sizes) / 1000
     np.testing.assert_allclose(q, p**0.3 / (p**0.3).sum())
     assert q[2] > 0.01 and q[0] < 0.9
-    with pytest.raises(ValueError):
+    with pytest.raises(DataError):
         sampling_probabilities([0, 0])
 
 

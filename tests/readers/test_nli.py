@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import spacy
 
-from spacy_mlm.errors import DataFormatError
+from spacy_mlm.errors import DataError, DataFormatError, SettingError
 from spacy_mlm.readers.nli import (
     THREE_WAY,
     TWO_WAY,
@@ -38,9 +38,9 @@ def test_label_schemes():
     assert apply_label_scheme(["entailment", "not_entailment"], "auto")[0] == TWO_WAY
     labels, mapping = apply_label_scheme(["neutral", "contradiction"], "binary")
     assert labels == TWO_WAY and mapping["neutral"] == mapping["contradiction"] == "not_entailment"
-    with pytest.raises(ValueError, match="three-way"):
+    with pytest.raises(DataError, match="three-way"):
         apply_label_scheme(["not_entailment"], "three_way")
-    with pytest.raises(ValueError, match="mix"):
+    with pytest.raises(DataError, match="mix"):
         apply_label_scheme(["not_entailment", "neutral"], "auto")
 
 
@@ -143,7 +143,7 @@ def test_corpus_yields_pair_docs_with_one_hot_cats(tmp_path):
     some = list(create_nli_corpus_v1(path, limit=3, shuffle=True, seed=1)(nlp))
     again = list(create_nli_corpus_v1(path, limit=3, shuffle=True, seed=1)(nlp))
     assert len(some) == 3 and [e.predicted.text for e in some] == [e.predicted.text for e in again]
-    with pytest.raises(ValueError, match="label_scheme"):
+    with pytest.raises(SettingError, match="label_scheme"):
         create_nli_corpus_v1(path, label_scheme="four_way")
 
 

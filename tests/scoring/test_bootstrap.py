@@ -1,6 +1,7 @@
 import numpy
 import pytest
 
+from spacy_mlm.errors import DataError
 from spacy_mlm.scoring.bootstrap import paired_bootstrap
 
 
@@ -47,5 +48,5 @@ def test_small_noisy_difference_is_not_significant():
 
 
 def test_bad_shapes():
-    with pytest.raises(ValueError, match="count arrays"):
+    with pytest.raises(DataError, match="count arrays"):
         paired_bootstrap(numpy.zeros((3, 3)), numpy.zeros((4, 3)))

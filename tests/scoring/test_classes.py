@@ -1,6 +1,7 @@
 import numpy
 import pytest
 
+from spacy_mlm.errors import DataError
 from spacy_mlm.scoring.bootstrap import paired_bootstrap
 from spacy_mlm.scoring.classes import confusion_matrix, correctness_counts
 from spacy_mlm.scoring.entities import f1_from_counts
@@ -17,9 +18,9 @@ def test_confusion_matrix_rows_are_gold_columns_predicted():
 
 
 def test_confusion_matrix_rejects_unknown_labels_and_lengths():
-    with pytest.raises(ValueError, match="not in the label set"):
+    with pytest.raises(DataError, match="not in the label set"):
         confusion_matrix(["a"], ["b"], ["a"])
-    with pytest.raises(ValueError, match="gold labels"):
+    with pytest.raises(DataError, match="gold labels"):
         confusion_matrix(["a"], [], ["a"])
 
 

@@ -1,6 +1,7 @@
 import numpy
 import pytest
 
+from spacy_mlm.errors import DataError
 from spacy_mlm.scoring.entities import count_matches, f1_from_counts, per_doc_counts, prf, score_entities
 
 
@@ -59,5 +60,5 @@ def test_edge_cases():
     assert prf(0, 0, 0) == (0.0, 0.0, 0.0)
     assert count_matches([(0, 1, "A"), (0, 1, "A")], [(0, 1, "A")]) == (1, 0, 0)  # sets
     assert f1_from_counts(numpy.zeros((2, 3))).tolist() == [0.0, 0.0]
-    with pytest.raises(ValueError, match="gold documents"):
+    with pytest.raises(DataError, match="gold documents"):
         score_entities([[]], [])

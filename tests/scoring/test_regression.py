@@ -4,6 +4,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.vocab import Vocab
 
+from spacy_mlm.errors import DataError
 from spacy_mlm.scoring.regression import average_ranks, pearson, regression_score, rmse, spearman
 
 
@@ -26,7 +27,7 @@ def test_spearman_uses_average_ranks_for_ties():
 
 def test_rmse_and_length_mismatch():
     assert rmse([1.0, 3.0], [2.0, 1.0]) == pytest.approx(numpy.sqrt(2.5))
-    with pytest.raises(ValueError, match="2 predictions but 3 gold"):
+    with pytest.raises(DataError, match="2 predictions but 3 gold"):
         pearson([1.0, 2.0], [1.0, 2.0, 3.0])
 
 

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spacy_mlm.errors import DataError, SettingError
 from spacy_mlm.tokenization.batching import length_batches
 
 
@@ -70,7 +71,7 @@ def test_empty_windows_cost_only_their_passes():
 
 def test_empty_and_bad_arguments():
     assert length_batches(np.zeros(0, dtype=np.int64), 10) == []
-    with pytest.raises(ValueError, match="max_pieces"):
+    with pytest.raises(SettingError, match="max_pieces"):
         length_batches(np.array([3]), 0)
-    with pytest.raises(ValueError, match="one-dimensional"):
+    with pytest.raises(DataError, match="one-dimensional"):
         length_batches(np.ones((2, 2)), 10)

@@ -3,6 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spacy_mlm.errors import DataError, SettingError
 from spacy_mlm.tokenization.window import context_windows, merge_owner, window_spans
 
 
@@ -34,9 +35,9 @@ def test_every_item_owned_by_its_most_central_window(n, size, data):
 
 
 def test_bad_window_settings():
-    with pytest.raises(ValueError, match=r"window size must be positive, got 0"):
+    with pytest.raises(SettingError, match=r"window size must be positive, got 0"):
         window_spans(10, 0, 0)
-    with pytest.raises(ValueError, match=r"window overlap must be in \[0, 5\), got 5"):
+    with pytest.raises(SettingError, match=r"window overlap must be in \[0, 5\), got 5"):
         window_spans(10, 5, 5)
 
 
@@ -101,5 +102,5 @@ def test_context_windows_own_every_item_in_a_window_of_its_segment(lengths, befo
 def test_context_windows_skip_empty_segments_and_check_bounds():
     spans, owner, _ = context_windows([(0, 0), (0, 3)], 3, 10, 2, 2)
     assert spans == [(0, 3)] and owner.tolist() == [0, 0, 0]
-    with pytest.raises(ValueError):
+    with pytest.raises(DataError):
         context_windows([(2, 5)], 4, 10, 2, 2)

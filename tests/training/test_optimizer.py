@@ -2,7 +2,7 @@ import pytest
 import torch
 from thinc.api import Adam, RAdam, registry
 
-from spacy_mlm.errors import SpacyMlmError
+from spacy_mlm.errors import SettingError, SpacyMlmError
 from spacy_mlm.models.torch_stepper import TorchStepper, layer_lr_scale, layer_lr_scales, parameter_depth
 
 
@@ -27,7 +27,7 @@ def test_layer_scales_decay_from_the_top():
     assert layer_lr_scale(6, 6, 0.8) == pytest.approx(0.8)
     assert layer_lr_scale(1, 6, 0.8) == pytest.approx(0.8**6)
     assert layer_lr_scale(0, 6, 0.8) == pytest.approx(0.8**7)
-    with pytest.raises(ValueError, match="num_layers"):
+    with pytest.raises(SettingError, match="num_layers"):
         layer_lr_scale(7, 6, 0.8)
 
 
@@ -74,7 +74,7 @@ def test_torch_step_scales_per_layer_and_clears_gradients():
     assert steps["encoder.layer.0.weight"] == pytest.approx(0.0025, rel=1e-3)
     assert steps["embeddings.word.weight"] == pytest.approx(0.00125, rel=1e-3)
     assert all(p.grad is None for p in module.parameters())
-    with pytest.raises(ValueError, match="layer_decay"):
+    with pytest.raises(SettingError, match="layer_decay"):
         registry.resolve({"o": {"@optimizers": "spacy_mlm.LayerDecayAdam.v2", "layer_decay": 1.5}})
 
 
