@@ -17,7 +17,7 @@ Last line: {"acc_before": ..., "acc_after": ..., "steps": ...}
 import json
 from pathlib import Path
 
-from harness.common import REPO, BenchParser, Stopwatch, print_result
+from harness.common import REPO, BenchParser, Stopwatch, print_result, temporary_folder
 
 PROMPTS = [
     "The ___ of Walden Pond is so beautifully",
@@ -32,7 +32,7 @@ def main():
     parser = BenchParser(__doc__)
     parser.model()
     parser.data_file("--data", "raw_text/wikitext2", "folder of WikiText-2's valid.txt and test.txt")
-    parser.add_argument("--output", default="/tmp/spacy_mlm_pretrain_quality")
+    parser.add_argument("--output", default=str(temporary_folder("spacy_mlm_pretrain_quality")))
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--length", type=int, default=128)

@@ -46,7 +46,7 @@ def build_parser() -> BenchParser:
     parser = BenchParser(__doc__)
     parser.quick("8 steps of 4 x 32: a smoke test")
     parser.model(help="HF BERT/RoBERTa directory (default: packaged MiniLM)")
-    parser.output("/tmp/spacy_mlm_rtd_start", "/tmp/spacy_mlm_rtd_start_quick")
+    parser.output("spacy_mlm_rtd_start", "spacy_mlm_rtd_start_quick")
     parser.systems(SYSTEMS, none="only prints what --out holds")
     parser.data_file("--wiki", "raw_text/wikipedia/en_wiki_sample.jsonl")
     parser.data_file("--wikitext", "raw_text/wikitext2/valid.txt")

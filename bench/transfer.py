@@ -78,7 +78,7 @@ COMPARISONS = (("mlm_vs_random", "mlm", "random"), ("rtd_vs_random", "rtd", "ran
 def build_parser() -> BenchParser:
     parser = BenchParser(__doc__)
     parser.quick("a small budget (minutes): a smoke test of every step")
-    parser.output("/tmp/spacy_mlm_transfer", "/tmp/spacy_mlm_transfer_quick", "models and scores of every system")
+    parser.output("spacy_mlm_transfer", "spacy_mlm_transfer_quick", "models and scores of every system")
     parser.systems(SYSTEMS, none="only joins what --out holds")
     parser.data_file("--wiki", "raw_text/wikipedia/en_wiki_sample.jsonl")
     parser.data_file("--wikitext", "raw_text/wikitext2/valid.txt")

