@@ -75,7 +75,7 @@ setup(
             "spacy_mlm.WiCCorpus.v1 = spacy_mlm.readers.wic:create_wic_corpus_v1",
         ],
         "spacy_augmenters": [
-            "spacy_mlm.sentences_in_context.v1 = spacy_mlm.readers.context:create_sentences_in_context_v1",
+            "spacy_mlm.sentences_in_context.v1 = spacy_mlm.readers.sentences_in_context:create_sentences_in_context_v1",
         ],
         "thinc_optimizers": [
             "spacy_mlm.LayerDecayAdam.v2 = spacy_mlm.training.optimizer:build_layer_decay_adam_v2",

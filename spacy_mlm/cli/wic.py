@@ -48,7 +48,7 @@ def wic_cli(
     Prints a JSON line last."""
     from ..vectors_pipeline import docs_before, load_vectors_pipeline
     from ..readers.wic import read_wic_split
-    from ..similarity.wic import evaluate_wic, wic_sentences
+    from ..similarity.wic_cosine import evaluate_wic, wic_sentences
     from ..util.progress import track
 
     use_gpu(gpu_id)

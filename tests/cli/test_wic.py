@@ -12,7 +12,7 @@ from spacy_mlm.readers.wic import read_wic_split, target_span
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.scoring.similarity import tune_threshold
 from spacy_mlm.util.vectors import cosine_rows
-from spacy_mlm.similarity.wic import evaluate_wic, wic_scores, wic_sentences
+from spacy_mlm.similarity.wic_cosine import evaluate_wic, wic_scores, wic_sentences
 
 ROWS = [
     ("bank", "N", "2-6", "The river bank was muddy .", "She opened an account at the bank .", "F"),

@@ -20,7 +20,7 @@ from spacy.util import fix_random_seed, load_config
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.readers.conll import conll_documents_to_docs, read_conll
-from spacy_mlm.readers.context import create_sentences_in_context_v1
+from spacy_mlm.readers.sentences_in_context import create_sentences_in_context_v1
 from spacy_mlm.tokenization.context import CONTEXT_ATTR, sentences_in_context
 
 from .test_ner_document_context import SENTENCES, conll_text
