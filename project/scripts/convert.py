@@ -21,7 +21,6 @@ import argparse
 import json
 from pathlib import Path
 
-import spacy_mlm  # noqa: F401
 from spacy_mlm.readers.common import select
 from spacy_mlm.readers.conll import conll_documents_to_docs, read_conll
 from spacy_mlm.readers.corpus import read_corpus
