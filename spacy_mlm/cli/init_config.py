@@ -69,6 +69,9 @@ def init_config_cli(
         if encoder is not None:
             raise typer.BadParameter("--from-hf names the encoder too: give --encoder or --from-hf, not both")
         hf_task = {value: key for key, value in TEMPLATE_TASKS.items()}.get(task, task)
+        if hf_task not in (None, *TEMPLATE_TASKS):
+            raise typer.BadParameter(
+                f"--task with --from-hf: ner, textcat or nli (a fine-tuned classifier's), not {task!r}")
         command = init_config_command(output, task, from_hf, crf, gpu, precision, from_hf=True)
         text = hf_training_config(from_hf, command, task=hf_task, crf=crf, gpu=gpu, precision=precision, output=output)
         encoder = from_hf

@@ -156,7 +156,8 @@ def choose_task(path: Path, task: Optional[str], asked_by: str = "--task") -> st
         names = [str(label).lower() for label in (config.get("id2label") or {}).values()]
         return "pairs" if kind == "textcat" and any(n.startswith("entail") for n in names) else kind
     if (task == "ner") != (kind == "ner"):
-        raise ModelLoadError(path / "config.json", f"{asked_by} {task} does not fit the architecture {architectures[0]}")
+        raise ModelLoadError(path / "config.json",
+                             f"{asked_by} {task} does not fit the architecture {architectures[0]}")
     return task
 
 
@@ -274,15 +275,15 @@ class HFHead:
                 _set_classifier_weights(component, self.params, self.sequence)
 
 
-def read_hf_head(model_dir: PathLike, component, labels: Optional[Sequence[str]] = None) -> HFHead:
-    """The head of `model_dir` for `component` (an mlm_ner or mlm_textcat not
-    initialized yet: `initialize(..., from_hf=model_dir)`), once the component is
+def read_hf_head(model_dir: PathLike, component, kind: str, labels: Optional[Sequence[str]] = None) -> HFHead:
+    """The head of `model_dir` for `component` (kind "ner": an mlm_ner;
+    "textcat": an mlm_textcat; not initialized yet: its `initialize(...,
+    from_hf=model_dir)` asks), once the component is
     checked to be that head: a tagger reading each token's first piece in the
     directory's tag scheme, or a classifier with the family's pooling and hidden
     layer and its single- or multi-label output (`ImportedHead` gives those
     settings). `labels`, when given too, must be the directory's."""
     path = Path(model_dir)
-    kind = "ner" if hasattr(component, "tag_labels") else "textcat"
     where = f"'{component.name}' (from_hf = {str(path)!r})"
     task = choose_task(path, kind, asked_by=f"{where} is a tagger:" if kind == "ner" else f"{where} is a classifier:")
     model, _, path = load_task_model(path, task)

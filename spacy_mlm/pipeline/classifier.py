@@ -165,7 +165,7 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         below this layer, with its export)."""
         validate_get_examples(get_examples, "MLMTextCategorizer.initialize")
         self._validate_categories(get_examples())
-        hf_head = read_hf_head(from_hf, self, labels) if from_hf is not None else None
+        hf_head = read_hf_head(from_hf, self, "textcat", labels) if from_hf is not None else None
         labels = hf_head.labels if hf_head is not None else labels
         for label in labels if labels is not None else (c for eg in get_examples() for c in eg.reference.cats):
             self.add_label(label)

@@ -165,7 +165,7 @@ class EntityTagger(TrainablePipe):
         classifier the tagger starts from (`interop.hf_heads.read_hf_head`: the
         head-reading code lives there, below this layer, with its export)."""
         validate_get_examples(get_examples, "EntityTagger.initialize")
-        hf_head = read_hf_head(from_hf, self, labels) if from_hf is not None else None
+        hf_head = read_hf_head(from_hf, self, "ner", labels) if from_hf is not None else None
         if hf_head is not None:
             labels = hf_head.labels
         elif labels is None:

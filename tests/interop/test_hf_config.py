@@ -112,6 +112,9 @@ def test_a_bad_directory_is_a_clear_error(tiny_model_dir, tmp_path):
     assert "expected one *ForTokenClassification or *ForSequenceClassification" in result.output
     result = runner.invoke(app, ["init-config", str(tmp_path / "a.cfg"), "--from-hf", str(tmp_path / "none")])
     assert result.exit_code == 1 and "none: no such directory" in result.output
+    result = runner.invoke(app, ["init-config", str(tmp_path / "a.cfg"), "--from-hf", str(tiny_model_dir),
+                                 "--task", "vectors"])
+    assert result.exit_code == 2 and "ner, textcat or nli (a fine-tuned classifier's), not 'vectors'" in result.output
     # a config whose from_hf names a classifier saved without its head
     directory = make_classifier(tmp_path / "model", "bert", "Sequence", CLASSES)
     config = _write_config(directory, tmp_path / "train.cfg")
