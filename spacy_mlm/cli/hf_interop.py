@@ -21,14 +21,14 @@ def import_hf_cli(
     ),
     scheme: str = typer.Option(None, help="ner: IOB1 for B-/I- tags trained as IOB1 (default: read from the tags)"),
     training_config: Path = typer.Option(
-        None, help="also write a spacy train config sourcing the pipeline's components from OUTPUT"
+        None, help="also write a spacy train config fine-tuning MODEL_DIR further (init-config --from-hf's)"
     ),
     force: bool = force_option(),
 ):
     """Write OUTPUT: mlm_encoder with MODEL_DIR's encoder and mlm_ner or mlm_textcat
     holding its trained classifier. It predicts at once, trains further with
     `spacy train` and runs through `spacy_mlm optimize`."""
-    from ..interop.hf_heads import import_hf, training_config as sourcing_config
+    from ..interop.hf_heads import hf_training_config, import_hf
     from ..util.io import atomic_write_text
     from ..util.outputs import claim_output
     from ..util.save import save_atomically
@@ -37,7 +37,13 @@ def import_hf_cli(
         nlp = import_hf(model_dir, task=task, lang=lang, crf=crf, constrained=constrained, scheme=scheme)
         save_atomically(nlp, output)
     if training_config is not None:
-        atomic_write_text(training_config, sourcing_config(nlp, output).to_str())
+        options = [f"--task {task}"] * bool(task) + [f"--lang {lang}"] * (lang != "en") + ["--crf"] * crf
+        options += ["--constrained"] * constrained + [f"--scheme {scheme}"] * bool(scheme)
+        command = " ".join(["python -m spacy_mlm import-hf", str(model_dir), str(output), *options,
+                            "--training-config", str(training_config)])
+        text = hf_training_config(str(model_dir), command, task=task, crf=crf, constrained=constrained, scheme=scheme,
+                                  lang=lang, output=str(training_config))
+        atomic_write_text(training_config, text)
         typer.echo(f"wrote {training_config}: spacy train {training_config} --paths.train ... --paths.dev ...")
     head = nlp.get_pipe(nlp.pipe_names[-1])
     detail = f", scheme {head.cfg['scheme']}" if "scheme" in head.cfg else ""

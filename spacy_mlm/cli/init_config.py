@@ -39,10 +39,14 @@ def check_encoder_dir(encoder: str) -> None:
 @app.command("init-config", short_help="Write a complete pipeline config for a task.")
 def init_config_cli(
     output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
-    task: str = typer.Option(..., "--task", help="ner | textcat | nli | vectors"),
+    task: Optional[str] = typer.Option(
+        None, "--task", help="ner | textcat | nli | vectors | senses (with --from-hf: read from the directory)"),
     encoder: Optional[str] = typer.Option(
         None, "--encoder", help="local Hugging Face encoder directory (written as given: a relative path is read "
         "from where spacy train runs); without it, paths.encoder is null and each run passes --paths.encoder"),
+    from_hf: Optional[str] = typer.Option(
+        None, "--from-hf", help="fine-tuned HF *ForTokenClassification / *ForSequenceClassification directory to "
+        "train further: paths.encoder, and the component's head and labels start from its classifier"),
     crf: bool = typer.Option(False, "--crf", help="NER: score tag sequences with a linear-chain CRF"),
     gpu: bool = typer.Option(False, "--gpu", help="to train on a GPU: memory from PyTorch's allocator"),
     precision: str = typer.Option(
@@ -53,13 +57,30 @@ def init_config_cli(
     """Write a complete, commented spaCy config for TASK on ENCODER: an
     mlm_encoder and the task's component, corpora that read the task's usual
     files, optimizer, schedule and budgets (as configs/ has them). Train it
-    with `python -m spacy train OUTPUT --paths.train ... --paths.dev ...`."""
-    from ..training.config_templates import render_pipeline_config
+    with `python -m spacy train OUTPUT --paths.train ... --paths.dev ...`.
+    With --from-hf, the task's component starts from the directory's
+    fine-tuned classifier ([initialize.components.NAME] from_hf)."""
+    from ..training.config_templates import init_config_command, render_pipeline_config
     from ..training.precision import precision_setting
 
-    if encoder is not None:
-        check_encoder_dir(encoder)
-    text = render_pipeline_config(task, encoder, crf=crf, gpu=gpu, precision=precision, output=output)
+    if from_hf is not None:
+        from ..interop.hf_heads import TEMPLATE_TASKS, hf_training_config
+
+        if encoder is not None:
+            raise typer.BadParameter("--from-hf names the encoder too: give --encoder or --from-hf, not both")
+        hf_task = {value: key for key, value in TEMPLATE_TASKS.items()}.get(task, task)
+        if hf_task not in (None, *TEMPLATE_TASKS):
+            raise typer.BadParameter(
+                f"--task with --from-hf: ner, textcat or nli (a fine-tuned classifier's), not {task!r}")
+        command = init_config_command(output, task, from_hf, crf, gpu, precision, from_hf=True)
+        text = hf_training_config(from_hf, command, task=hf_task, crf=crf, gpu=gpu, precision=precision, output=output)
+        encoder = from_hf
+    elif task is None:
+        raise typer.BadParameter("--task is needed (or --from-hf, which reads it from the directory)")
+    else:
+        if encoder is not None:
+            check_encoder_dir(encoder)
+        text = render_pipeline_config(task, encoder, crf=crf, gpu=gpu, precision=precision, output=output)
     warning = precision_setting(precision, gpu).warning
     if warning:
         typer.echo(f"warning: {warning}", err=True)

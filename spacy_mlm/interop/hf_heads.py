@@ -23,20 +23,23 @@ each spaCy token's first piece, what transformers' pipeline with
 into our order (`make_tag_labels`), and the scheme is read from the tag names.
 """
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from ..errors import ModelLoadError, SpacyMlmError
 from ..models.hf import ROBERTA_LIKE, _load
 from ..tagging.schemes import OUTSIDE, make_tag_labels, normalize_scheme, split_tag
+from ..training.precision import AUTO
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 TASKS = ("ner", "textcat", "pairs")
+# init-config's task (and component) for each
+TEMPLATE_TASKS = {"ner": "ner", "textcat": "textcat", "pairs": "nli"}
 TOKEN_SUFFIX, SEQUENCE_SUFFIX = "ForTokenClassification", "ForSequenceClassification"
 # Prefixes of tags (BILUO's L and U are BIOES's E and S) and what their presence says.
 _LETTERS = {"B": "B", "I": "I", "E": "E", "S": "S", "L": "E", "U": "S"}
@@ -131,10 +134,11 @@ def _read_config(path: Path) -> dict:
     return config if isinstance(config, dict) else {}
 
 
-def choose_task(path: Path, task: Optional[str]) -> str:
+def choose_task(path: Path, task: Optional[str], asked_by: str = "--task") -> str:
     """The task of a directory: its architecture's kind (token or sequence
     classification), a sequence classifier with an "entailment" label being a
-    pair (NLI) model; `task` must agree with the architecture when given."""
+    pair (NLI) model; `task` must agree with the architecture when given
+    (`asked_by` names who asked, for the error)."""
     config = _read_config(path)
     architectures = config.get("architectures") or []
     kinds = {"ner" if a.endswith(TOKEN_SUFFIX) else "textcat" for a in architectures
@@ -152,7 +156,8 @@ def choose_task(path: Path, task: Optional[str]) -> str:
         names = [str(label).lower() for label in (config.get("id2label") or {}).values()]
         return "pairs" if kind == "textcat" and any(n.startswith("entail") for n in names) else kind
     if (task == "ner") != (kind == "ner"):
-        raise ModelLoadError(path / "config.json", f"--task {task} does not fit the architecture {architectures[0]}")
+        raise ModelLoadError(path / "config.json",
+                             f"{asked_by} {task} does not fit the architecture {architectures[0]}")
     return task
 
 
@@ -179,10 +184,147 @@ def _params(model) -> Dict[str, torch.Tensor]:
     return {name: tensor.detach() for name, tensor in model.state_dict().items()}
 
 
+def _id2label(config) -> Dict[int, str]:
+    return {int(i): str(label) for i, label in config.id2label.items()}
+
+
+def _exclusive_classes(config, path: Path) -> bool:
+    """Softmax (True) or a sigmoid per label, as transformers' text-classification
+    pipeline reads `problem_type`; a regression head is no classifier."""
+    problem_type = getattr(config, "problem_type", None)
+    if problem_type == "regression":
+        raise ModelLoadError(path / "config.json", "problem_type is regression: not a classifier")
+    return problem_type != MULTI_LABEL and len(config.id2label) > 1
+
+
+@dataclass(frozen=True)
+class ImportedHead:
+    """How a component is set up to hold a directory's fine-tuned head: what
+    `import_hf` adds and what `init-config --from-hf` writes into its config
+    (both through `component_config`'s settings). The weights and labels come
+    later, in the component's `initialize(..., from_hf=DIR)` (`read_hf_head`).
+
+    task: "ner", "textcat" or "pairs". Tagger: scheme, constrained, crf.
+    Classifier: exclusive_classes, and the family's head (`SEQUENCE_HEADS`) as
+    the listener's pooling and ClassifierHead.v4's hidden layer."""
+
+    task: str
+    scheme: Optional[str] = None
+    constrained: bool = False
+    crf: bool = False
+    exclusive_classes: bool = True
+    pooling: str = "first"
+    hidden_width: int = 0
+    hidden_activation: str = "relu"
+
+    def component_config(self) -> dict:
+        """The settings of the mlm_ner or mlm_textcat that holds this head."""
+        if self.task == "ner":
+            return {"scheme": self.scheme, "constrained": self.constrained,
+                    "model": {"crf": self.crf, "tok2vec": {"pooling": self.pooling}}}
+        return {"model": {
+            "@architectures": "spacy_mlm.ClassifierHead.v4", "exclusive_classes": self.exclusive_classes,
+            "hidden_width": self.hidden_width, "hidden_activation": self.hidden_activation,
+            "tok2vec": {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": self.pooling},
+        }}
+
+
+def imported_head(model_dir: PathLike, task: Optional[str] = None, crf: bool = False, constrained: bool = False,
+                  scheme: Optional[str] = None) -> ImportedHead:
+    """The `ImportedHead` of a fine-tuned directory, from its config.json alone
+    (the settings are `import_hf`'s)."""
+    from transformers import AutoConfig
+
+    from ..models.hf import LOCAL_ONLY
+
+    path = Path(model_dir)
+    task = choose_task(path, task)
+    if task != "ner" and (scheme is not None or crf or constrained):
+        raise SpacyMlmError(f"scheme, crf and constrained are settings of a tagger; {path} is imported as {task}")
+    try:
+        config = AutoConfig.from_pretrained(str(path), **LOCAL_ONLY)
+    except Exception as err:  # transformers raises many kinds here
+        raise ModelLoadError(path / "config.json", f"cannot be read ({type(err).__name__}: {err})") from None
+    if task == "ner":
+        scheme, _, _ = read_tag_scheme(_id2label(config), path / "config.json", scheme)
+        return ImportedHead(task, scheme=scheme, constrained=constrained, crf=crf)
+    head = _sequence_head(config, path)
+    width = (getattr(config, "pooler_hidden_size", None) or config.hidden_size) if head.hidden else 0
+    return ImportedHead(task, exclusive_classes=_exclusive_classes(config, path), pooling=head.pooling,
+                        hidden_width=width, hidden_activation=head_activation(head, config) or "relu")
+
+
+@dataclass(frozen=True)
+class HFHead:
+    """A directory's trained head as read for a component's initialize: the
+    labels the component gets and the weights `copy_into` puts in its model
+    (rows in our tag order for a tagger, `order`; the family's layers for a
+    classifier, `sequence`)."""
+
+    labels: List[str]
+    params: Dict[str, torch.Tensor]
+    order: Optional[List[int]] = None
+    sequence: Optional[SequenceHead] = None
+
+    def copy_into(self, component) -> None:
+        """The weights into the component's (initialized) model."""
+        with torch.no_grad():
+            if self.sequence is None:
+                _set_tagger_weights(component, self.params, self.order)
+            else:
+                _set_classifier_weights(component, self.params, self.sequence)
+
+
+def read_hf_head(model_dir: PathLike, component, kind: str, labels: Optional[Sequence[str]] = None) -> HFHead:
+    """The head of `model_dir` for `component` (kind "ner": an mlm_ner;
+    "textcat": an mlm_textcat; not initialized yet: its `initialize(...,
+    from_hf=model_dir)` asks), once the component is
+    checked to be that head: a tagger reading each token's first piece in the
+    directory's tag scheme, or a classifier with the family's pooling and hidden
+    layer and its single- or multi-label output (`ImportedHead` gives those
+    settings). `labels`, when given too, must be the directory's."""
+    path = Path(model_dir)
+    where = f"'{component.name}' (from_hf = {str(path)!r})"
+    task = choose_task(path, kind, asked_by=f"{where} is a tagger:" if kind == "ner" else f"{where} is a classifier:")
+    model, _, path = load_task_model(path, task)
+    config, params = model.config, _params(model)
+    id2label = _id2label(config)
+    if kind == "ner":
+        check_reads_first(component, "the directory's tagger scores each word's first piece")
+        found, _, _ = read_tag_scheme(id2label, path / "config.json")
+        scheme = component.cfg["scheme"]
+        if found != scheme and (found, scheme) != ("BIO", "IOB1"):
+            raise SpacyMlmError(f"{where} has scheme {scheme!r}; the directory's tags {sorted(id2label.values())} "
+                                f"are {found}'s: set the component's scheme to {found!r}")
+        _, found_labels, order = read_tag_scheme(id2label, path / "config.json", scheme)
+        head = HFHead(found_labels, params, order=order)
+    else:
+        sequence = _sequence_head(config, path)
+        width = params[f"{sequence.hidden}.weight"].shape[0] if sequence.hidden else 0
+        check_sequence_head(component, config.model_type, sequence, head_activation(sequence, config), width,
+                            "the component cannot start from this head: set its model to that (init-config "
+                            "--from-hf writes such a config)")
+        exclusive = _exclusive_classes(config, path)
+        if exclusive != component.exclusive_classes:
+            raise SpacyMlmError(
+                f"{where} has exclusive_classes = {str(component.exclusive_classes).lower()}; the directory's "
+                f"classifier is {'single' if exclusive else 'multi'}-label (problem_type "
+                f"{getattr(config, 'problem_type', None)!r}): set exclusive_classes = {str(exclusive).lower()}"
+            )
+        head = HFHead([id2label[i] for i in range(len(id2label))], params, sequence=sequence)
+    if labels is not None and set(labels) != set(head.labels):
+        raise SpacyMlmError(f"{where}: labels {sorted(labels)} in [initialize.components.{component.name}] are not "
+                            f"the directory's {sorted(head.labels)}: leave labels out, or make them match")
+    return head
+
+
 def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en", crf: bool = False,
               constrained: bool = False, scheme: Optional[str] = None):
     """A spaCy pipeline ("mlm_encoder" + "mlm_ner" or "mlm_textcat") holding the
-    directory's fine-tuned model, ready to predict, to train and to save.
+    directory's fine-tuned model, ready to predict, to train and to save. The
+    component is set up by `imported_head` and initialized with `from_hf`, the
+    one way a head is taken from a directory (a training config from
+    `init-config --from-hf` does the same when spaCy initializes it).
 
     task: "ner", "textcat" or "pairs" (sentence pairs: NLI, paraphrase); None
         reads it from config.json.
@@ -198,59 +340,32 @@ def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en",
 
     from ..tokenization.pair import make_pair_doc
 
-    path = Path(model_dir)
-    task = choose_task(path, task)
-    if task != "ner" and (scheme is not None or crf or constrained):
-        raise SpacyMlmError(f"scheme, crf and constrained are settings of a tagger; {path} is imported as {task}")
-    model, _, path = load_task_model(path, task)
-    config = model.config
-    id2label = {int(i): str(label) for i, label in config.id2label.items()}
+    path = Path(model_dir).resolve()
+    head = imported_head(path, task, crf=crf, constrained=constrained, scheme=scheme)
     nlp = spacy.blank(lang)
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(path.resolve())}})
-    params = _params(model)
-    if task == "ner":
-        scheme, types, order = read_tag_scheme(id2label, path / "config.json", scheme)
-        name = "mlm_ner"
-        nlp.add_pipe(name, config={"scheme": scheme, "constrained": constrained,
-                                   "model": {"crf": crf, "tok2vec": {"pooling": "first"}}})
-        labels, sample = types, nlp.make_doc("a")
-    else:
-        head = _sequence_head(config, path)
-        if getattr(config, "problem_type", None) == "regression":
-            raise ModelLoadError(path / "config.json", "problem_type is regression: not a classifier")
-        exclusive = getattr(config, "problem_type", None) != MULTI_LABEL and len(id2label) > 1
-        name = "mlm_textcat"
-        hidden = params[f"{head.hidden}.weight"].shape[0] if head.hidden else 0
-        nlp.add_pipe(name, config={"model": {
-            "@architectures": "spacy_mlm.ClassifierHead.v4", "exclusive_classes": exclusive, "hidden_width": hidden,
-            "hidden_activation": head_activation(head, config) or "relu",
-            "tok2vec": {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": head.pooling},
-        }})
-        labels = [id2label[i] for i in range(len(id2label))]
-        sample = make_pair_doc(nlp, "a", "b") if task == "pairs" else nlp.make_doc("a")
-    nlp.config["initialize"]["components"][name] = {"labels": labels}
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(path)}})
+    name = "mlm_ner" if head.task == "ner" else "mlm_textcat"
+    nlp.add_pipe(name, config=head.component_config())
+    nlp.config["initialize"]["components"][name] = {"from_hf": str(path)}
+    sample = make_pair_doc(nlp, "a", "b") if head.task == "pairs" else nlp.make_doc("a")
     nlp.initialize(lambda: [Example(sample, sample)])
-    component = nlp.get_pipe(name)
-    with torch.no_grad():
-        if task == "ner":
-            _set_tagger_weights(component, params, order)
-        else:
-            _set_classifier_weights(component, params, head)
     return nlp
 
 
-def training_config(nlp, pipeline: PathLike):
-    """The config of `nlp` (an import saved at `pipeline`) with every component
-    sourced from there, so that `spacy train` resumes the imported weights
-    (a sourced component is not initialized again); the corpora are left to
-    `--paths.train` / `--paths.dev`."""
-    from thinc.api import Config
+def hf_training_config(model_dir: str, command: str, task: Optional[str] = None, crf: bool = False,
+                       constrained: bool = False, scheme: Optional[str] = None, lang: str = "en", gpu: bool = False,
+                       precision: str = AUTO, output: str = "config.cfg") -> str:
+    """The `spacy train` config that fine-tunes `model_dir` further: init-config's
+    config for its task ("pairs": nli) with `paths.encoder = model_dir`, the
+    component set up as `imported_head` says, and `[initialize.components.NAME]
+    from_hf = ${paths.encoder}`, so that spaCy's initialize takes the labels and
+    head weights from the directory (`read_hf_head`) and step 0 predicts as
+    the directory does. `command` is quoted in the header."""
+    from ..training.config_templates import render_pipeline_config
 
-    config = Config(nlp.config).copy()
-    for name in nlp.component_names:
-        config["components"][name] = {"source": str(Path(pipeline).resolve())}
-    config["initialize"]["components"] = {}
-    return config
+    head = imported_head(model_dir, task, crf=crf, constrained=constrained, scheme=scheme)
+    return render_pipeline_config(TEMPLATE_TASKS[head.task], model_dir, crf=crf, gpu=gpu, precision=precision,
+                                  output=output, lang=lang, head=asdict(head), command=command)
 
 
 def _sequence_head(config, path: Path) -> SequenceHead:
@@ -269,6 +384,42 @@ def _sequence_head(config, path: Path) -> SequenceHead:
             f"pooler_hidden_act is {activation!r}; the classifier head offers {', '.join(SUPPORTED_ACTIVATIONS)}",
         )
     return head
+
+
+def check_reads_first(component, why: str) -> None:
+    """A tagger whose token scores are its first piece's, as a
+    *ForTokenClassification's are read by transformers' pipeline; else an error
+    ending in `why`."""
+    from ..models.listener import PIECES
+
+    pooling = component.model.get_ref("tok2vec").attrs["pooling"]
+    reads_first = pooling == "first" or (pooling == PIECES and component.cfg["subword_decode"] == "first")
+    if not reads_first:
+        raise SpacyMlmError(
+            f"'{component.name}' scores each token from its pieces' {pooling} (subword_decode "
+            f"{component.cfg['subword_decode']!r}); {why}: only pooling \"first\" (or the piece listener with "
+            "subword_decode \"first\") fits"
+        )
+
+
+def check_sequence_head(component, family: str, head: Optional[SequenceHead], activation: Optional[str],
+                        width: int, consequence: str) -> None:
+    """An error naming both sides unless the classifier `component` (initialized
+    or not) is `family`'s *ForSequenceClassification `head`: the same pooling,
+    and a hidden layer of `width` with `activation` where the family has one."""
+    pooling = component.model.get_ref("tok2vec").attrs["pooling"]
+    hidden = component.model.attrs["hidden_width"]
+    ours_activation = component.model.attrs.get("hidden_activation", "relu") if hidden else None
+    expected = (activation, width) if head is not None and head.hidden else (None, 0)
+    if head is not None and (pooling, ours_activation, hidden) == (head.pooling, *expected):
+        return
+    ours = f"pooling {pooling!r}, " + (f"a {ours_activation} hidden layer of width {hidden}" if hidden
+                                       else "no hidden layer")
+    theirs = "not mapped" if head is None else (
+        f"pooling {head.pooling!r}, " + (f"a {activation} hidden layer of width {width}" if head.hidden
+                                         else "no hidden layer"))
+    raise SpacyMlmError(f"'{component.name}' has {ours}; {family}'s *ForSequenceClassification head is {theirs}: "
+                        f"{consequence}")
 
 
 def _set_tagger_weights(component, params: Dict[str, torch.Tensor], order: List[int]) -> None:
@@ -340,19 +491,10 @@ def _task_model(auto, hf_model, labels: List[str], **config_settings):
 def _token_classifier(component, hf_model, refuse_crf: bool):
     from transformers import AutoModelForTokenClassification
 
-    from ..models.listener import PIECES
     from ..models.tagger import tagger_head
 
-    listener = component.model.get_ref("tok2vec")
-    pooling = listener.attrs["pooling"]
-    reads_first = pooling == "first" or (pooling == PIECES and component.cfg["subword_decode"] == "first")
-    if not reads_first:
-        raise SpacyMlmError(
-            f"'{component.name}' scores each token from its pieces' {pooling} (subword_decode "
-            f"{component.cfg['subword_decode']!r}); a *ForTokenClassification scores pieces, which transformers' "
-            "pipeline reads at each word's first piece: only pooling \"first\" (or the piece listener with "
-            "subword_decode \"first\") exports"
-        )
+    check_reads_first(component, "a *ForTokenClassification scores pieces, which transformers' pipeline reads at "
+                                 "each word's first piece")
     head = tagger_head(component.model)
     if head.crf:
         message = (f"'{component.name}' is a CRF tagger: a *ForTokenClassification holds its emissions only, and "
@@ -374,26 +516,16 @@ def _sequence_classifier(component, hf_model):
     from transformers import AutoModelForSequenceClassification
 
     family = hf_model.config.model_type
-    pooling = component.model.get_ref("tok2vec").attrs["pooling"]
     module = component.model.shims[0].module
-    activation = component.model.attrs.get("hidden_activation", "relu") if module.hidden is not None else None
-    ours = f"pooling {pooling!r}, " + (f"a {activation} hidden layer" if activation else "no hidden layer")
     head = SEQUENCE_HEADS.get(family)
     settings = {"problem_type": "single_label_classification" if component.exclusive_classes else MULTI_LABEL}
-    expected = None if head is None else head.activation
-    if expected == "pooler_hidden_act":  # DeBERTa's is a setting: ours becomes it
-        expected = settings["pooler_hidden_act"] = activation or "gelu"
-    width = int(hf_model.config.hidden_size)
-    fits = head is not None and head.pooling == pooling and expected == activation and (
-        module.hidden is None or module.hidden.out_features == width)
-    if not fits:
-        theirs = "not mapped" if head is None else (
-            f"pooling {head.pooling!r}, " + (f"a {expected} hidden layer of the encoder's width ({width})"
-                                             if head.hidden else "no hidden layer"))
-        raise SpacyMlmError(
-            f"'{component.name}' has {ours}; {family}'s *ForSequenceClassification head is {theirs}: transformers "
-            "cannot represent this head (train one with that pooling and hidden layer to export it)"
-        )
+    activation = None if head is None else head.activation
+    if activation == "pooler_hidden_act":  # DeBERTa's is a setting: ours becomes it
+        ours = component.model.attrs.get("hidden_activation", "relu") if module.hidden is not None else "gelu"
+        activation = settings["pooler_hidden_act"] = ours
+    check_sequence_head(component, family, head, activation, int(hf_model.config.hidden_size),
+                        "transformers cannot represent this head (train one with that pooling and hidden layer to "
+                        "export it)")
     model = _task_model(AutoModelForSequenceClassification, hf_model, list(component.labels), **settings)
     state = model.state_dict()
     for layer, name in ((module.hidden, head.hidden), (module.output, head.output)):

@@ -30,6 +30,7 @@ from ..classification.losses import (
 )
 from ..tokenization.pair import make_pair_doc
 from ..errors import SpacyMlmError
+from ..interop.hf_heads import read_hf_head
 from .pair_input import PairInputGuard
 from ..scoring.textcat import unknown_gold_labels
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
@@ -153,12 +154,19 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         nlp: Optional[Language] = None,
         labels: Optional[Iterable[str]] = None,
         positive_label: Optional[str] = None,
+        from_hf: Optional[str] = None,
     ) -> None:
         """Labels come from `labels` or the examples' cats; "balanced" class
         weights are computed here from the examples and saved with the component.
-        positive_label: for two exclusive classes, makes `cats_score` that label's F."""
+        positive_label: for two exclusive classes, makes `cats_score` that label's F.
+        from_hf: a fine-tuned *ForSequenceClassification directory whose labels
+        (id2label, in its order) and head the classifier starts from
+        (`interop.hf_heads.read_hf_head`: the head-reading code lives there,
+        below this layer, with its export)."""
         validate_get_examples(get_examples, "MLMTextCategorizer.initialize")
         self._validate_categories(get_examples())
+        hf_head = read_hf_head(from_hf, self, "textcat", labels) if from_hf is not None else None
+        labels = hf_head.labels if hf_head is not None else labels
         for label in labels if labels is not None else (c for eg in get_examples() for c in eg.reference.cats):
             self.add_label(label)
         if len(self.labels) < (2 if self.exclusive_classes else 1):
@@ -184,6 +192,8 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         self.record_pair_input(eg.predicted for eg in sample)
         truths, _ = self._examples_to_truth(sample)
         self.model.initialize(X=[eg.reference for eg in sample], Y=truths)
+        if hf_head is not None:
+            hf_head.copy_into(self)
 
     def from_disk(self, path, *, exclude=tuple()) -> "MLMTextCategorizer":
         """spaCy's loader, with errors that name a missing or truncated file, and

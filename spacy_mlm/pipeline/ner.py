@@ -31,6 +31,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
 from ..errors import NotInitializedError, SpacyMlmError
+from ..interop.hf_heads import read_hf_head
 from ..models.pooling import SUBWORD_POOLINGS
 from ..models.tagger import TagScores, tagger_head
 from ..tagging.crf import apply_constraints
@@ -158,9 +159,16 @@ class EntityTagger(TrainablePipe):
         return 1
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None,
-                   labels: Optional[Sequence[str]] = None) -> None:
+                   labels: Optional[Sequence[str]] = None, from_hf: Optional[str] = None) -> None:
+        """Labels come from `labels` or the examples' entities. from_hf: a
+        fine-tuned *ForTokenClassification directory whose entity types and
+        classifier the tagger starts from (`interop.hf_heads.read_hf_head`: the
+        head-reading code lives there, below this layer, with its export)."""
         validate_get_examples(get_examples, "EntityTagger.initialize")
-        if labels is None:
+        hf_head = read_hf_head(from_hf, self, "ner", labels) if from_hf is not None else None
+        if hf_head is not None:
+            labels = hf_head.labels
+        elif labels is None:
             labels = {ent.label_ for eg in get_examples() for ent in eg.reference.ents}
         self.cfg["labels"] = sorted(set(labels))
         if not self.labels:
@@ -168,6 +176,8 @@ class EntityTagger(TrainablePipe):
         docs = [eg.predicted for _, eg in zip(range(10), get_examples())]
         self.model.set_dim("nO", len(self.tag_labels), force=True)
         self.model.initialize(X=docs)
+        if hf_head is not None:
+            hf_head.copy_into(self)
 
     def from_disk(self, path, *, exclude=tuple()) -> "EntityTagger":
         """spaCy's loader, with errors that name a missing or truncated file, and

@@ -18,7 +18,7 @@ works in every environment does not exist, so every run passes
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from ..errors import SpacyMlmError
 from .precision import AUTO, precision_setting
@@ -64,22 +64,31 @@ SHIPPED = {
 SHIPPED_PRETRAINING = "pretraining/pretrain.cfg"
 
 
-def init_config_command(output: str, task: str, encoder: Optional[str], crf: bool = False, gpu: bool = False,
-                        precision: str = AUTO) -> str:
-    """The command line that writes this config (quoted into its header)."""
-    parts = ["python -m spacy_mlm init-config", output, "--task", task] + ["--encoder", encoder] * (encoder is not None)
+def init_config_command(output: str, task: Optional[str], encoder: Optional[str], crf: bool = False,
+                        gpu: bool = False, precision: str = AUTO, from_hf: bool = False) -> str:
+    """The command line that writes this config (quoted into its header);
+    `from_hf`: `encoder` is a fine-tuned directory given as --from-hf."""
+    parts = ["python -m spacy_mlm init-config", output] + ["--task", task] * (task is not None)
+    parts += ["--from-hf" if from_hf else "--encoder", encoder] * (encoder is not None)
     parts += ["--crf"] * crf + ["--gpu"] * gpu + ["--precision", precision] * (precision != AUTO)
     return " ".join(parts)
 
 
 def render_pipeline_config(task: str, encoder: Optional[str], *, crf: bool = False, gpu: bool = False,
-                           precision: str = AUTO, output: str = "config.cfg") -> str:
+                           precision: str = AUTO, output: str = "config.cfg", lang: str = "en",
+                           head: Optional[Dict[str, Any]] = None, command: Optional[str] = None) -> str:
     """The complete, commented config for `task` on the encoder directory
     `encoder` (written as given; None: `paths.encoder = null`, to be passed
     when the config is used). `crf`: NER with a CRF; `gpu`: memory from
     PyTorch's allocator; `precision`: fp32, bf16, or auto (bf16 where this
     machine multiplies bfloat16 natively, see `training/precision.py`), the
-    reason written next to it. `output` only shows in the usage lines of the header."""
+    reason written next to it. `output` only shows in the usage lines of the header.
+    `head`: the component starts from the fine-tuned head in the directory
+    `encoder`: the settings of `interop.hf_heads.ImportedHead` (scheme and
+    constrained for ner; exclusive_classes, pooling, hidden_width and
+    hidden_activation for a classifier), its labels and weights read at
+    initialize through `[initialize.components.NAME] from_hf`. `command`: the
+    header's "Written by" line (default: the init-config command)."""
     import jinja2
 
     if task not in TASKS:
@@ -93,8 +102,8 @@ def render_pipeline_config(task: str, encoder: Optional[str], *, crf: bool = Fal
     settings = TASKS[task]
     choice = precision_setting(precision, gpu)
     return env.get_template("pipeline.cfg.jinja").render(
-        task=task, encoder=encoder, crf=crf, gpu=gpu, output=output,
-        command=init_config_command(output, task, encoder, crf, gpu, precision),
+        task=task, encoder=encoder, crf=crf, gpu=gpu, output=output, lang=lang, head=head,
+        command=command or init_config_command(output, task, encoder, crf, gpu, precision),
         precision=choice.precision, precision_reason=choice.reason,
         **vars(settings),
     )

@@ -14,9 +14,10 @@ import spacy_mlm
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.interop.hf_heads import export_hf, import_hf
 
+from .compare import hf_words
 from .hf_models import FAMILIES, make_classifier
 from .sentences import SENTENCES
-from .test_hf_import import NER_LABELS, NLI_LABELS, hf_words
+from .test_hf_import import NER_LABELS, NLI_LABELS
 
 TRAIN = [("Anna Berg flew to Oslo", [(0, 9, "PER"), (18, 22, "LOC")]),
          ("Peter Grant joins Acme Bank", [(0, 11, "PER"), (18, 27, "ORG")])]

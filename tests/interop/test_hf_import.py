@@ -4,23 +4,21 @@ BERT, RoBERTa and DeBERTa-v2 models built here: the entities of
 of `pipeline("text-classification", top_k=None)`, single texts and pairs."""
 import re
 
-import numpy
 import spacy
 import pytest
 import torch
-from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
 
 import spacy_mlm
 from spacy_mlm.errors import ModelLoadError, SpacyMlmError
 from spacy_mlm.interop.hf_heads import import_hf, read_tag_scheme
 from spacy_mlm.tagging.schemes import is_valid_sequence
 
+from .compare import assert_transformers_entities, assert_transformers_pair_scores, assert_transformers_scores
 from .hf_models import FAMILIES, MORE_SEQUENCE_FAMILIES, make_classifier
 from .sentences import SENTENCES
 
 NER_LABELS = ["B-ORG", "O", "I-PER", "B-LOC", "I-ORG", "B-PER", "I-LOC"]  # not in our order
 NLI_LABELS = ["contradiction", "neutral", "entailment"]
-HYPOTHESIS = "A man is playing music."
 
 
 @pytest.fixture(scope="module")
@@ -41,52 +39,9 @@ def ner_dir(request, ner_dirs):
     return request.param, ner_dirs(request.param)
 
 
-def hf_words(tokenizer, text):
-    """transformers' words of `text` as (start, end) character spans, by the
-    token-classification pipeline's own rule for which pieces continue a word."""
-    enc = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
-    word_aware = getattr(tokenizer._tokenizer.model, "continuing_subword_prefix", None)
-    words = []
-    for piece, (start, end), special in zip(enc.tokens(), enc["offset_mapping"], enc["special_tokens_mask"]):
-        if special:
-            continue
-        subword = len(piece) != end - start if word_aware else start > 0 and " " not in text[start - 1 : start + 1]
-        if piece == tokenizer.unk_token:
-            subword = False
-        if subword and words:
-            words[-1] = (words[-1][0], end)
-        else:
-            words.append((start, end))
-    return words
-
-
 def test_imported_ner_gives_transformers_entities_and_probabilities(ner_dir):
     family, ner_dir = ner_dir
-    nlp = import_hf(ner_dir)
-    ner = nlp.get_pipe("mlm_ner")
-    ner.cfg["store_probs"] = True
-    hf = pipeline("token-classification", model=str(ner_dir), aggregation_strategy="first")
-    model = AutoModelForTokenClassification.from_pretrained(str(ner_dir)).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(ner_dir))
-    columns = [model.config.label2id[tag] for tag in ner.tag_labels]
-    same_words = 0
-    for doc in nlp.pipe(SENTENCES):
-        # every token's tag probabilities are the softmax of its first piece's logits
-        enc = tokenizer(doc.text, return_offsets_mapping=True, return_tensors="pt")
-        with torch.no_grad():
-            probs = torch.softmax(model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits[0], -1)
-        offsets = enc["offset_mapping"][0].tolist()
-        for token in doc:
-            first = next(i for i, (s, e) in enumerate(offsets) if e > s and s < token.idx + len(token) and e > token.idx)
-            numpy.testing.assert_allclose(doc._.tag_probs[token.i], probs[first, columns].numpy(), atol=1e-5)
-        if hf_words(tokenizer, doc.text) != [(t.idx, t.idx + len(t)) for t in doc]:
-            continue  # tokenization differs: transformers groups other pieces into words
-        same_words += 1
-        ours = [(e.start_char, e.end_char, e.label_) for e in doc.ents]
-        theirs = hf(doc.text)
-        assert ours == [(e["start"], e["end"], e["entity_group"]) for e in theirs], doc.text
-        scores = [float(numpy.mean([doc._.tag_probs[t.i].max() for t in e])) for e in doc.ents]
-        numpy.testing.assert_allclose(scores, [float(e["score"]) for e in theirs], atol=1e-5)
+    same_words = assert_transformers_entities(import_hf(ner_dir), ner_dir, "mlm_ner")
     # BERT and DeBERTa (WordPiece) split punctuation as spaCy does: only "Monday's",
     # "U.S.", "don't" and "3.5" differ; RoBERTa's byte-level BPE has no word marker,
     # so transformers glues punctuation to the word before it ("Oslo.", "(Acme"):
@@ -101,14 +56,8 @@ def test_imported_ner_gives_transformers_entities_and_probabilities(ner_dir):
 def test_imported_classifier_gives_transformers_scores(tmp_path, family, problem_type):
     directory = make_classifier(tmp_path, family, "Sequence", ["NEG", "POS", "MIXED"], problem_type)
     nlp = import_hf(directory)
-    textcat = nlp.get_pipe("mlm_textcat")
-    assert textcat.exclusive_classes == (problem_type is None)
-    hf = pipeline("text-classification", model=str(directory), top_k=None)
-    texts = SENTENCES[:20]
-    for doc, theirs in zip(nlp.pipe(texts), hf(texts)):
-        expected = {row["label"]: row["score"] for row in theirs}
-        assert list(doc.cats) == ["NEG", "POS", "MIXED"]
-        numpy.testing.assert_allclose([doc.cats[k] for k in expected], list(expected.values()), atol=1e-5)
+    assert nlp.get_pipe("mlm_textcat").exclusive_classes == (problem_type is None)
+    assert_transformers_scores(nlp, directory, ["NEG", "POS", "MIXED"])
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -116,13 +65,7 @@ def test_imported_pair_classifier_gives_transformers_scores(tmp_path, family):
     directory = make_classifier(tmp_path, family, "Sequence", NLI_LABELS)
     nlp = import_hf(directory)  # "entailment" among the labels: a pair model
     assert nlp.get_pipe("mlm_textcat").cfg["pair_input"]
-    hf = pipeline("text-classification", model=str(directory), top_k=None)
-    pairs = [(text, HYPOTHESIS) for text in SENTENCES[:12]]
-    ours = spacy_mlm.classify_pairs(nlp, pairs)
-    theirs = hf([{"text": a, "text_pair": b} for a, b in pairs])
-    for cats, rows in zip(ours, theirs):
-        assert list(cats) == NLI_LABELS
-        numpy.testing.assert_allclose([cats[r["label"]] for r in rows], [r["score"] for r in rows], atol=1e-5)
+    assert_transformers_pair_scores(nlp, directory, NLI_LABELS)
 
 
 def test_a_crf_import_starts_as_the_softmax(ner_dir):
@@ -208,9 +151,10 @@ def _ner_corpus(nlp, path):
 
 
 def test_an_imported_pipeline_trains_on_with_spacy_train_from_its_weights(ner_dirs, tmp_path):
-    """import-hf --training-config writes a config sourcing the import, from
-    which `spacy train` resumes the directory's head (the weights move a little;
-    a fresh start would be Normal(0, 0.02))."""
+    """import-hf --training-config writes init-config --from-hf's config (the
+    header's command aside), from which `spacy train` starts at the directory's
+    head, as the import holds it (the weights move a little; a fresh start
+    would be Normal(0, 0.02))."""
     from spacy.cli.train import train
     from typer.testing import CliRunner
 
@@ -218,15 +162,22 @@ def test_an_imported_pipeline_trains_on_with_spacy_train_from_its_weights(ner_di
     from spacy_mlm.models.tagger import tagger_head
 
     imported, config = tmp_path / "imported", tmp_path / "train.cfg"
-    result = CliRunner().invoke(app, ["import-hf", str(ner_dirs("bert")), str(imported), "--training-config", str(config)])
+    runner = CliRunner()
+    result = runner.invoke(app, ["import-hf", str(ner_dirs("bert")), str(imported), "--training-config", str(config)])
     assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["init-config", str(tmp_path / "init.cfg"), "--from-hf", str(ner_dirs("bert"))])
+    assert result.exit_code == 0, result.output
+    written, from_init = (path.read_text().replace(str(path), "OUTPUT").splitlines()
+                          for path in (config, tmp_path / "init.cfg"))
+    assert written[1].startswith("# Written by: python -m spacy_mlm import-hf ")
+    assert written[2:] == from_init[2:]
     nlp = spacy.load(imported)
     corpus = str(_ner_corpus(nlp, tmp_path / "train.spacy"))
     train(config, tmp_path / "out", overrides={"paths.train": corpus, "paths.dev": corpus, "training.max_steps": 3,
                                                 "training.eval_frequency": 3})
     before = tagger_head(nlp.get_pipe("mlm_ner").model).output.weight.detach()
     trained = spacy.load(tmp_path / "out" / "model-last")
-    after = tagger_head(trained.get_pipe("mlm_ner").model).output.weight.detach()
+    after = tagger_head(trained.get_pipe("ner").model).output.weight.detach()
     assert not torch.equal(before, after)
     assert torch.nn.functional.cosine_similarity(before.flatten(), after.flatten(), dim=0) > 0.95
 
