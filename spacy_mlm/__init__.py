@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 # the entry points do the same for spaCy when the package is installed).
 from .models import classifier as _classifier_head, encoder as _encoder, listener as _listener  # noqa: E402,F401
 from .models import senses as _sense_head, tagger as _tagger  # noqa: E402,F401
-from .pipeline import classifier as _classifier, encoder as _encoder_component, ner as _ner  # noqa: E402,F401
+from .pipeline import textcat as _textcat, encoder as _encoder_component, ner as _ner  # noqa: E402,F401
 from .pipeline import regressor as _regressor, senses as _senses, vectors as _vectors  # noqa: E402,F401
 from .pipeline import zero_shot as _zero_shot  # noqa: E402,F401
 from .readers import conll as _conll, nli as _nli, pair_scores as _pair_scores, textcat as _textcat  # noqa: E402,F401
@@ -23,7 +23,7 @@ from .util import save as _atomic_save  # noqa: E402,F401
 # Pipelines, encoders and sentence pairs
 from .models.encoder import get_hf_model  # noqa: E402
 from .models.hf import load_mlm_model  # noqa: E402
-from .pipeline.classifier import classify_pair, classify_pairs  # noqa: E402
+from .pipeline.textcat import classify_pair, classify_pairs  # noqa: E402
 from .pipeline.encoder import MLMEncoder  # noqa: E402
 from .inference import apply_pipeline  # noqa: E402
 from .tokenization.batching import length_batches  # noqa: E402

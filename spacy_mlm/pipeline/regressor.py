@@ -30,7 +30,7 @@ from thinc.api import Model
 from ..classification.losses import mean_squared_error, target_standardization
 from ..errors import ModelLoadError, SpacyMlmError
 from ..models.torch_head import loss_and_gradient
-from .classifier import DEFAULT_CLASSIFIER_MODEL
+from .textcat import DEFAULT_CLASSIFIER_MODEL
 from .pair_input import PairInputGuard
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
 from ..util.settings import FLAG, NUMBERS, TEXTS
