@@ -80,7 +80,7 @@ def make_mlm_ner(
     subword_decode: str,
     context: str,
     scorer: Optional[Callable],
-) -> "EntityTagger":
+) -> "MLMEntityRecognizer":
     """Entity recognizer tagging tokens in `scheme` ("IO", "BIO"/"IOB2" or
     "BIOES"/"BILUO") over the encoder's token vectors.
 
@@ -107,7 +107,7 @@ def make_mlm_ner(
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
     settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs)
     subwords = dict(subword_loss=subword_loss, subword_decode=subword_decode)
-    return EntityTagger(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
+    return MLMEntityRecognizer(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
 
 
 # the saved cfg's settings and their kinds (checked on load)
@@ -115,7 +115,7 @@ SAVED_CFG = {"labels": TEXTS, "scheme": TEXT, "constrained": FLAG, "store_probs"
              "subword_decode": TEXT, "context": TEXT}
 
 
-class EntityTagger(TrainablePipe):
+class MLMEntityRecognizer(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "mlm_ner", *, scheme: str = "BIO",
                  constrained: bool = True, store_probs: bool = False, subword_loss: str = "all",
                  subword_decode: str = "first", context: str = "none", scorer: Optional[Callable] = None):
@@ -159,7 +159,7 @@ class EntityTagger(TrainablePipe):
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None,
                    labels: Optional[Sequence[str]] = None) -> None:
-        validate_get_examples(get_examples, "EntityTagger.initialize")
+        validate_get_examples(get_examples, "MLMEntityRecognizer.initialize")
         if labels is None:
             labels = {ent.label_ for eg in get_examples() for ent in eg.reference.ents}
         self.cfg["labels"] = sorted(set(labels))
@@ -169,7 +169,7 @@ class EntityTagger(TrainablePipe):
         self.model.set_dim("nO", len(self.tag_labels), force=True)
         self.model.initialize(X=docs)
 
-    def from_disk(self, path, *, exclude=tuple()) -> "EntityTagger":
+    def from_disk(self, path, *, exclude=tuple()) -> "MLMEntityRecognizer":
         """spaCy's loader, with errors that name a missing or truncated file, and
         a check that the saved labels fit the saved weights."""
         load = super().from_disk
@@ -215,7 +215,7 @@ class EntityTagger(TrainablePipe):
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
-        validate_examples(examples, "EntityTagger.update")
+        validate_examples(examples, "MLMEntityRecognizer.update")
         if not any(len(eg.predicted) for eg in examples):
             return losses
         scores, backprop = self.model.begin_update([eg.predicted for eg in examples])
@@ -230,7 +230,7 @@ class EntityTagger(TrainablePipe):
         """Mean negative log-likelihood per annotated token (or subword) and its
         gradient for `scores.scores`; the CRF's own scores get theirs directly."""
         examples = list(examples)
-        validate_examples(examples, "EntityTagger.get_loss")
+        validate_examples(examples, "MLMEntityRecognizer.get_loss")
         return loss_and_gradient(lambda leaf: self._loss(examples, replace(scores, scores=leaf)), scores.scores)
 
     def _loss(self, examples: List[Example], scores: TagScores) -> torch.Tensor:

@@ -84,7 +84,7 @@ DEFAULT_SENSE_MODEL = {"@architectures": "spacy_mlm.SenseHead.v2", "pooling": "m
 )
 def make_mlm_senses(
     nlp: Language, name: str, model: Model, upstream: str, sense_key: str, threshold_pairs: int, scorer: Optional[Callable]
-) -> "SenseSimilarity":
+) -> "MLMSenses":
     """Trained sense vectors: `.vector` / `.similarity` in a space learned from same-sense pairs.
 
     model: `spacy_mlm.SenseHead.v2` or v1 (the encoder needs output_hidden_states = true).
@@ -97,7 +97,7 @@ def make_mlm_senses(
     for attr in (SIMILARITY_ATTR, SAME_ATTR):
         if not Doc.has_extension(attr):
             Doc.set_extension(attr, default=None)
-    return SenseSimilarity(nlp, model, name, upstream=upstream, sense_key=sense_key,
+    return MLMSenses(nlp, model, name, upstream=upstream, sense_key=sense_key,
                            threshold_pairs=threshold_pairs, scorer=scorer)
 
 
@@ -109,7 +109,7 @@ def span_vector(vectors: torch.Tensor, start: int, end: int) -> torch.Tensor:
     return rows[present].mean(dim=0) if bool(present.any()) else rows.new_zeros(rows.shape[-1])
 
 
-class SenseSimilarity(SenseLookup, TrainablePipe):
+class MLMSenses(SenseLookup, TrainablePipe):
     def __init__(self, nlp: Language, model: Model, name: str = "mlm_senses", *, upstream: str = "*",
                  sense_key: str = "lemma", threshold_pairs: int = 8192, scorer: Optional[Callable] = None):
         if sense_key not in SENSE_KEYS:
@@ -205,7 +205,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
-        validate_examples(examples, "SenseSimilarity.update")
+        validate_examples(examples, "MLMSenses.update")
         if not examples:
             return losses
         per_doc, vectors, backprop = self._doc_vectors([eg.predicted for eg in examples], is_train=True)
@@ -258,7 +258,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         """Build the head from a few encoded examples (the encoder's width and
         layers). A frozen encoder is skipped by spaCy's initialize, so it is
         initialized here when it has no weights yet."""
-        validate_get_examples(get_examples, "SenseSimilarity.initialize")
+        validate_get_examples(get_examples, "MLMSenses.initialize")
         encoder = self._encoder()
         if not encoder.model.shims:
             encoder.initialize(get_examples, nlp=nlp)
@@ -272,7 +272,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         super().to_disk(path, exclude=exclude)
         atomic_write_bytes(ensure_path(path) / "senses.bin", self.senses.to_bytes())
 
-    def from_disk(self, path, *, exclude=tuple()) -> "SenseSimilarity":
+    def from_disk(self, path, *, exclude=tuple()) -> "MLMSenses":
         load = super().from_disk
         checked_from_disk(path, "mlm_senses", lambda: load(path, exclude=exclude), exclude, {"threshold": NUMBER})
         senses = ensure_path(path) / "senses.bin"
@@ -282,7 +282,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         return srsly.msgpack_dumps({"pipe": super().to_bytes(exclude=exclude), "senses": self.senses.to_bytes()})
 
-    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "SenseSimilarity":
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "MLMSenses":
         try:
             msg = srsly.msgpack_loads(bytes_data)
             pipe, senses = msg["pipe"], msg["senses"]
