@@ -50,7 +50,7 @@ setup(
             "mlm_encoder = spacy_mlm.pipeline.encoder:make_mlm_encoder",
             "mlm_vectors = spacy_mlm.pipeline.vectors:make_mlm_vectors",
             "mlm_ner = spacy_mlm.pipeline.ner:make_mlm_ner",
-            "mlm_textcat = spacy_mlm.pipeline.classifier:make_mlm_textcat",
+            "mlm_textcat = spacy_mlm.pipeline.textcat:make_mlm_textcat",
             "mlm_regressor = spacy_mlm.pipeline.regressor:make_mlm_regressor",
             "mlm_senses = spacy_mlm.pipeline.senses:make_mlm_senses",
             "mlm_zero_shot = spacy_mlm.pipeline.zero_shot:make_mlm_zero_shot",

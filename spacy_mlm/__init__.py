@@ -18,8 +18,8 @@ _EXPORTS = {
     # Pipelines, encoders and sentence pairs
     "get_hf_model": ("spacy_mlm.models.encoder", "get_hf_model"),
     "load_mlm_model": ("spacy_mlm.models.hf", "load_mlm_model"),
-    "classify_pair": ("spacy_mlm.pipeline.classifier", "classify_pair"),
-    "classify_pairs": ("spacy_mlm.pipeline.classifier", "classify_pairs"),
+    "classify_pair": ("spacy_mlm.pipeline.textcat", "classify_pair"),
+    "classify_pairs": ("spacy_mlm.pipeline.textcat", "classify_pairs"),
     "MLMEncoder": ("spacy_mlm.pipeline.encoder", "MLMEncoder"),
     "apply_pipeline": ("spacy_mlm.inference", "apply_pipeline"),
     "make_pair_doc": ("spacy_mlm.tokenization.pair", "make_pair_doc"),

@@ -12,7 +12,7 @@ from spacy.tokens import Doc
 
 from .errors import ModelLoadError, SpacyMlmError
 from .pipeline.encoder import MLMEncoder
-from .pipeline.vectors import ContextualVectors
+from .pipeline.vectors import MLMVectors
 
 
 def make_vectors_pipeline(
@@ -55,7 +55,7 @@ def vectors_config(
 
 
 def find_vectors_component(nlp: Language) -> Optional[str]:
-    names = [name for name, pipe in nlp.pipeline if isinstance(pipe, ContextualVectors)]
+    names = [name for name, pipe in nlp.pipeline if isinstance(pipe, MLMVectors)]
     return names[0] if names else None
 
 

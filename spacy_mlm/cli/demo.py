@@ -176,7 +176,7 @@ def print_examples(project_dir: Path) -> None:
     import spacy
 
     from ..fill_mask import FillMask
-    from ..pipeline.classifier import classify_pair
+    from ..pipeline.textcat import classify_pair
     from ..vectors_pipeline import make_vectors_pipeline
 
     training = project_dir / "training"

@@ -23,7 +23,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from ..errors import DataFormatError, SpacyMlmError
-from ..pipeline.classifier import classify_pairs
+from ..pipeline.textcat import classify_pairs
 from ..readers.common import one_hot_cats, require_examples
 from ..readers.conll import load_ner_docs
 from ..readers.nli import THREE_WAY, TWO_WAY, read_nli

@@ -7,10 +7,10 @@ classifiers, RoBERTa's tanh and DeBERTa's GELU, are this module with their
 weights: `spacy_mlm/interop/hf_heads.py`) and a linear output layer give the
 logits. Dropout uses the training rate that spaCy sets
 on the model (`[training] dropout`, `drop` in `nlp.update`). The thinc model
-`spacy_mlm.ClassifierHead.v3` returns the logits as a torch tensor on the
-encoder's device: in training a leaf whose gradient the component's loss
-fills (`classification/losses.py`), then pushed back through the head, the
-listener and the encoder.
+`spacy_mlm.ClassifierHead.v3` (`models/torch_head.py`, the seam every torch
+head shares) returns the logits as a torch tensor on the encoder's device; in
+training the component's loss (`classification/losses.py`) gives their
+gradient, which goes back through the head, the listener and the encoder.
 
 `spacy_mlm.RegressionHead.v1` is the same module read as real values, one per
 target (no softmax or sigmoid), for `mlm_regressor`.
@@ -20,13 +20,13 @@ from typing import List, Optional
 import torch
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, torch2xp, xp2torch
+from thinc.api import Model
 from thinc.types import Floats2d
 
 from ..util.settings import FLAG, INT, NUMBER, check_settings, one_of, optional
 from .initialization import init_output_layer
 from .listener import initialized_width
-from .torch_shim import TorchShim
+from .torch_head import build_torch_head, torch_module
 
 
 # The hidden layer's activations (v4's `hidden_activation`): "gelu" is the exact
@@ -110,16 +110,9 @@ def build_regression_head_v1(
 def _head_model(name: str, tok2vec: Model, hidden_width: int, nO: Optional[int], init_std: float, **attrs) -> Model:
     check_settings(f"the {name}'s", hidden_width=(hidden_width, INT, ">= 0"), nO=(nO, optional(INT), ">= 1"),
                    init_std=(init_std, NUMBER, ">= 0"))
-    return Model(
-        name,
-        _classifier_forward,
-        init=_classifier_init,
-        dims={"nO": nO, "nI": None},
-        layers=[tok2vec],
-        refs={"tok2vec": tok2vec},
-        shims=[TorchShim(build=ClassifierHead)],
-        attrs={**attrs, "hidden_width": hidden_width, "init_std": init_std, "dropout_rate": 0.0},
-    )
+    return build_torch_head(name, ClassifierHead, tok2vec=tok2vec, read=_read_doc_vectors, init=_classifier_init,
+                            dims={"nO": nO, "nI": None},
+                            attrs={**attrs, "hidden_width": hidden_width, "init_std": init_std, "dropout_rate": 0.0})
 
 
 def _classifier_init(model: Model, X=None, Y=None):
@@ -132,31 +125,14 @@ def _classifier_init(model: Model, X=None, Y=None):
     return model
 
 
-def _doc_vectors(X: List[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
-    """(n_docs, width): each doc's rows averaged (a single row stays as it is)."""
-    if not X:
-        return torch.zeros((0, width), device=device)
-    if all(len(x) == 1 for x in X):
-        return torch.cat(X)
-    return torch.stack([x.mean(dim=0) if len(x) else x.new_zeros(width) for x in X])
-
-
-def _classifier_forward(model: Model, docs: List[Doc], is_train: bool):
-    head: ClassifierHead = model.shims[0].module
-    X, backprop_X = model.get_ref("tok2vec")(docs, is_train)
-    inputs = [xp2torch(x, requires_grad=is_train) for x in X]
-    vectors = _doc_vectors(inputs, model.get_dim("nI"), head.output.weight.device)
-    if not is_train:
-        head.eval()
-        with torch.inference_mode():
-            return head(vectors), lambda d: []
-    head.train()
-    logits = head(vectors, model.attrs["dropout_rate"])
-    leaf = logits.detach().requires_grad_(True)
-
-    def backprop(d_logits: torch.Tensor) -> List[Doc]:
-        """d_logits: the gradient of the loss for the logits."""
-        torch.autograd.backward(logits, d_logits)
-        return backprop_X([torch2xp(x.grad if x.grad is not None else torch.zeros_like(x)) for x in inputs])
-
-    return leaf, backprop
+def _read_doc_vectors(model: Model, X: List[torch.Tensor], rows: List[torch.Tensor]):
+    """(n_docs, width): each doc's rows averaged (a single row stays as it is),
+    and the dropout rate (the module applies it in training only)."""
+    width, device = model.get_dim("nI"), torch_module(model).output.weight.device
+    if not rows:
+        vectors = torch.zeros((0, width), device=device)
+    elif all(len(x) == 1 for x in rows):
+        vectors = torch.cat(rows)
+    else:
+        vectors = torch.stack([x.mean(dim=0) if len(x) else x.new_zeros(width) for x in rows])
+    return (vectors,), {"dropout": model.attrs["dropout_rate"]}

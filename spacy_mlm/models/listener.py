@@ -7,14 +7,19 @@ shared leaves. The last listener's callback runs the transformer's backward
 pass and the optimizer step. At prediction time the listener reads the
 `doc._.mlm_encoding` the encoder component already set.
 
-Pooling runs in torch on the encoder's device; the output is thinc arrays that
-share the tensors' memory (numpy on CPU, cupy on GPU, no copy), so spaCy's own
-components (`ner`, `tagger`, `textcat`) listen as well as ours. The width is
-the encoder's: the encoder component sets it on its listeners when it loads.
+Pooling runs in torch on the encoder's device. What comes out depends on who
+listens: a torch head of this package (`models/torch_head.py` marks its listener
+with `read_as_torch`) gets the torch tensors themselves and hands torch
+gradients back, so nothing is converted on the way; any other model, such as
+spaCy's own `ner`, `tagger` or `textcat`, gets thinc arrays that share the
+tensors' memory (numpy on CPU, cupy on GPU, no copy). The width is the
+encoder's: the encoder component sets it on its listeners when it loads.
 """
 import logging
+from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
+import numpy
 import torch
 from spacy.errors import Errors
 from spacy.ml.models.tok2vec import Tok2VecListener
@@ -23,7 +28,7 @@ from spacy.util import registry
 from thinc.api import Model, get_current_ops, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats2d, Ragged
 
-from ..errors import SpacyMlmError
+from ..errors import SettingError, SpacyMlmError
 from ..tokenization.pair import PAIR_ATTR
 from ..util.settings import INT, TEXT, check_settings, optional
 from .encoding import ENCODING_ATTR, EncoderBatch
@@ -32,6 +37,27 @@ from .pooling import DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_r
 logger = logging.getLogger(__name__)
 
 PIECES = "pieces"
+TORCH_OUTPUTS = "torch_outputs"
+
+
+@dataclass
+class PieceRows:
+    """One doc's subword rows as a torch head reads them: the torch form of the
+    thinc `Ragged` that other listeners of `EncoderPieceListener.v1` get."""
+
+    rows: torch.Tensor  # (n_pieces, width)
+    pieces_per_token: torch.Tensor  # (n_tokens,) long; 0 for a token without pieces
+
+
+def read_as_torch(listener: Model) -> None:
+    """Make `listener` hand its reader torch tensors (and take torch gradients
+    back) instead of thinc arrays: what every torch head of the package does."""
+    if not isinstance(listener, EncoderListener):
+        raise SpacyMlmError(
+            f"a spacy_mlm head reads the encoder through spacy_mlm.EncoderListener.v1 or EncoderPieceListener.v1, "
+            f"got the model {listener.name!r} as its tok2vec"
+        )
+    listener.attrs[TORCH_OUTPUTS] = True
 
 
 class EncoderListener(Model):
@@ -39,12 +65,13 @@ class EncoderListener(Model):
 
     def __init__(self, upstream_name: str, width: Optional[int], pooling: str):
         if pooling not in TOKEN_POOLINGS + DOC_POOLINGS + (PIECES,):
-            raise ValueError(
+            raise SettingError(
                 f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS + DOC_POOLINGS)}"
             )
         self.width_factor = POOLING_WIDTH_FACTOR.get(pooling, 1)
         nO = None if width is None else width * self.width_factor
-        Model.__init__(self, name=self.name, forward=listener_forward, dims={"nO": nO}, attrs={"pooling": pooling})
+        Model.__init__(self, name=self.name, forward=listener_forward, dims={"nO": nO},
+                       attrs={"pooling": pooling, TORCH_OUTPUTS: False})
         self.upstream_name = upstream_name
         self._batch_id: Optional[int] = None
         self._outputs: Optional[EncoderBatch] = None
@@ -66,10 +93,10 @@ class EncoderListener(Model):
 
     def verify_inputs(self, inputs: Sequence[Doc]) -> bool:
         if self._batch_id is None and self._outputs is None:
-            raise ValueError(Errors.E954)
+            raise SpacyMlmError(Errors.E954)
         batch_id = self.get_batch_id(inputs)
         if batch_id != self._batch_id:
-            raise ValueError(Errors.E953.format(id1=batch_id, id2=self._batch_id))
+            raise SpacyMlmError(Errors.E953.format(id1=batch_id, id2=self._batch_id))
         return True
 
     def set_width(self, width: int) -> None:
@@ -137,21 +164,32 @@ def _check_pooler(model: EncoderListener, has_pooled: bool) -> None:
         )
 
 
-def _to_thinc(pooling: str, rows: torch.Tensor, alignment):
+def _output(model: EncoderListener, rows: torch.Tensor, pieces_per_token):
+    """What the reader gets for one doc: the rows as they are for a torch head,
+    as thinc arrays sharing their memory for any other model."""
+    pieces = model.attrs["pooling"] == PIECES
+    if model.attrs[TORCH_OUTPUTS]:
+        if not pieces:
+            return rows
+        return PieceRows(rows, torch.as_tensor(pieces_per_token, dtype=torch.long, device=rows.device))
     array = torch2xp(rows.detach())
-    if pooling != PIECES:
-        return array
-    return Ragged(array, get_current_ops().asarray1i(alignment.lengths()))
+    return Ragged(array, get_current_ops().asarray1i(pieces_per_token)) if pieces else array
 
 
 def _empty(model: EncoderListener, doc: Doc):
     """Zeros for a doc the encoder has not seen (spaCy initializes downstream
     models on such docs)."""
-    ops, width = get_current_ops(), model.get_dim("nO")
     pooling = model.attrs["pooling"]
-    if pooling == PIECES:
-        return Ragged(ops.alloc2f(0, width), ops.alloc1i(len(doc)))
-    return ops.alloc2f(1 if pooling in DOC_POOLINGS else len(doc), width)
+    n_rows = 0 if pooling == PIECES else 1 if pooling in DOC_POOLINGS else len(doc)
+    rows = torch.zeros((n_rows, model.get_dim("nO")), device=get_torch_default_device())
+    return _output(model, rows, numpy.zeros(len(doc), dtype="int32"))
+
+
+def _gradient(model: EncoderListener, d_output) -> torch.Tensor:
+    """One doc's gradient as a torch tensor (a torch head gives it so already)."""
+    if model.attrs[TORCH_OUTPUTS]:
+        return d_output
+    return xp2torch(d_output.data if isinstance(d_output, Ragged) else d_output)
 
 
 def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
@@ -165,11 +203,11 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
             _pool(pooling, h, batch.cls[i], None if batch.pooled is None else batch.pooled[i], a, doc)
             for i, (h, a, doc) in enumerate(zip(batch.hidden, batch.alignments, docs))
         ]
-        outputs = [_to_thinc(pooling, p, a) for p, a in zip(pooled, batch.alignments)]
+        outputs = [_output(model, p, a.lengths()) for p, a in zip(pooled, batch.alignments)]
 
         def backprop(d_outputs) -> List[Doc]:
-            grads = [xp2torch(d.data if isinstance(d, Ragged) else d) for d in d_outputs]
-            backprop_to_encoder(model, pooled, grads)
+            """d_outputs: torch tensors (rows only, for pieces) for a torch head, thinc arrays otherwise."""
+            backprop_to_encoder(model, pooled, [_gradient(model, d) for d in d_outputs])
             return []
 
         return outputs, backprop
@@ -187,7 +225,7 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.alignment,
                      doc)
         # an encoding kept on the host (store_encoding = "host", or read from bytes) goes to the model's device
-        outputs.append(_to_thinc(pooling, rows.to(get_torch_default_device()), encoding.alignment))
+        outputs.append(_output(model, rows.to(get_torch_default_device()), encoding.alignment.lengths()))
         encoding.read_by(doc, model)
     return outputs, lambda d_outputs: []
 

@@ -32,10 +32,11 @@ round) keeps the word and the sentence apart, side by side, each normalized,
 instead of summing them: on the same by-word split of WiC train (three
 seeds) it held out 0.652 against 0.639 for v1 (docs/similarity.md).
 
-`spacy_mlm.SenseHead.v1` wraps it for thinc: input one `DocEncoding` per Doc
-(built with every layer's output), output one (n_tokens, width) tensor per
-Doc. In training the outputs are leaves whose gradients the component's loss
-fills; backprop pushes them through the head (the encoder stays frozen).
+`spacy_mlm.SenseHead.v1` / `.v2` wrap them for thinc (`models/torch_head.py`,
+the seam every torch head shares): input one `DocEncoding` per sentence (built
+with every layer's output), output the (n_tokens, width) vectors of all their
+tokens in one tensor, in order. In training the component's loss gives their
+gradient, which backprop pushes through the head (the encoder stays frozen).
 """
 import math
 from typing import List, Optional
@@ -48,7 +49,7 @@ from ..errors import SpacyMlmError
 from ..util.settings import FLAG, NUMBER, check_settings
 from .encoding import DocEncoding
 from .pooling import TOKEN_POOLINGS, pool_tokens
-from .torch_shim import TorchShim
+from .torch_head import build_torch_head, torch_module
 
 
 class SenseHead(torch.nn.Module):
@@ -153,18 +154,12 @@ def _sense_head_model(module: type, pooling: str, init_scale: float, **attrs) ->
     if pooling not in TOKEN_POOLINGS:
         raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
     check_settings("spacy_mlm.SenseHead", init_scale=(init_scale, NUMBER, "> 0"))
-    return Model(
-        "mlm_sense_head",
-        _forward,
-        init=_init,
-        dims={"nO": None},
-        shims=[TorchShim(build=module)],
-        attrs={"pooling": pooling, "init_scale": float(init_scale), **attrs},
-    )
+    return build_torch_head("mlm_sense_head", module, read=_read_layer_stacks, init=_init, dims={"nO": None},
+                            attrs={"pooling": pooling, "init_scale": float(init_scale), **attrs})
 
 
 def sense_head(model: Model) -> SenseHead:
-    return model.shims[0].module
+    return torch_module(model)
 
 
 def _init(model: Model, X: Optional[List[DocEncoding]] = None, Y=None):
@@ -183,26 +178,12 @@ def _init(model: Model, X: Optional[List[DocEncoding]] = None, Y=None):
     return model
 
 
-def _forward(model: Model, encodings: List[DocEncoding], is_train: bool):
+def _read_layer_stacks(model: Model, encodings: List[DocEncoding], rows: None):
+    """Every token's per-layer vectors and its sentence's, of all the encodings, on the head's device."""
     head = sense_head(model)
-    device = head.layer_logits.device
     stacks = [layer_stacks(e, model.attrs["pooling"]) for e in encodings]
-    sizes = [len(t) for t, _ in stacks]
     if not stacks:
-        return [], lambda d: []
-    tokens = torch.cat([t for t, _ in stacks]).to(device)
-    sentences = torch.cat([s for _, s in stacks]).to(device)
-    if not is_train:
-        head.eval()
-        with torch.no_grad():
-            return list(torch.split(head(tokens, sentences), sizes)), lambda d: []
-    head.train()
-    out = head(tokens, sentences)
-    leaves = [x.detach().requires_grad_(True) for x in torch.split(out, sizes)]
-
-    def backprop(d_outputs: List[torch.Tensor]) -> List[DocEncoding]:
-        """d_outputs: per Doc, the gradient of the loss for its vectors."""
-        torch.autograd.backward(out, torch.cat(list(d_outputs)))
-        return []
-
-    return leaves, backprop
+        empty = torch.zeros((0, len(head.layer_logits), len(head.scale)), device=head.layer_logits.device)
+        return (empty, empty), {}
+    device = head.layer_logits.device
+    return (torch.cat([t for t, _ in stacks]).to(device), torch.cat([s for _, s in stacks]).to(device)), {}

@@ -5,8 +5,9 @@ per token or per subword row) and, for the CRF variant, the start /
 transition / end scores; the sequence maths that uses them (losses, Viterbi,
 marginals) is pure (`spacy_mlm.tagging`). The thinc model
 `spacy_mlm.TokenTagger.v3` runs the listener, then the head on the same
-device, and hands the component one `TagScores` per batch: in training a leaf
-tensor whose gradient the component's loss fills, and which the backprop
+device (`models/torch_head.py`, the seam every torch head shares), and hands
+the component one `TagScores` per batch; in training the component's loss
+gives the gradient for its scores (`loss_and_gradient`), which the backprop
 callback pushes through the head and the listener into the encoder.
 """
 from dataclasses import dataclass
@@ -15,13 +16,13 @@ from typing import List, Optional, Tuple
 import torch
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, torch2xp, xp2torch
-from thinc.types import Floats2d, Ragged
+from thinc.api import Model
+from thinc.types import Floats2d
 
 from ..util.settings import FLAG, INT, NUMBER, check_settings, optional
 from .initialization import init_output_layer
-from .listener import initialized_width
-from .torch_shim import TorchShim
+from .listener import PieceRows, initialized_width
+from .torch_head import build_torch_head, torch_module
 
 
 class TaggerHead(torch.nn.Module):
@@ -72,20 +73,12 @@ def build_token_tagger_v3(
     start as Normal(0, init_std), as in Hugging Face's token-classification head."""
     check_settings("spacy_mlm.TokenTagger.v3", nO=(nO, optional(INT), ">= 1"), crf=(crf, FLAG),
                    init_std=(init_std, NUMBER, ">= 0"))
-    return Model(
-        "token_tagger",
-        _tagger_forward,
-        init=_tagger_init,
-        dims={"nO": nO, "nI": None},
-        layers=[tok2vec],
-        refs={"tok2vec": tok2vec},
-        shims=[TorchShim(build=TaggerHead)],
-        attrs={"crf": crf, "init_std": init_std},
-    )
+    return build_torch_head("token_tagger", TaggerHead, tok2vec=tok2vec, read=_read_rows, wrap=_tag_scores,
+                            init=_tagger_init, dims={"nO": nO, "nI": None}, attrs={"crf": crf, "init_std": init_std})
 
 
 def tagger_head(model: Model) -> TaggerHead:
-    return model.shims[0].module
+    return torch_module(model)
 
 
 def _tagger_init(model: Model, X=None, Y=None):
@@ -96,27 +89,14 @@ def _tagger_init(model: Model, X=None, Y=None):
     return model
 
 
-def _tagger_forward(model: Model, docs: List[Doc], is_train: bool):
-    head = tagger_head(model)
-    X, backprop_X = model.get_ref("tok2vec")(docs, is_train)
-    pieces = bool(X) and isinstance(X[0], Ragged)
-    arrays = [x.data for x in X] if pieces else X
-    rows_per_doc = [len(a) for a in arrays]
-    inputs = [xp2torch(a) for a in arrays]
-    vectors = torch.cat(inputs) if inputs else torch.zeros((0, model.get_dim("nI")), device=head.output.weight.device)
-    pieces_per_token = [xp2torch(x.lengths).to(torch.long) for x in X] if pieces else None
-    if not is_train:
-        with torch.inference_mode():
-            return TagScores(head(vectors), rows_per_doc, pieces_per_token), lambda d: []
-    head.train()
-    vectors.requires_grad_(True)
-    scores = head(vectors)
-    leaf = scores.detach().requires_grad_(True)
+def _read_rows(model: Model, X: List, rows: List[torch.Tensor]):
+    """Every row of every doc (token or subword rows) in one tensor."""
+    if not rows:
+        return (torch.zeros((0, model.get_dim("nI")), device=tagger_head(model).output.weight.device),), {}
+    return (torch.cat(rows),), {}
 
-    def backprop(d_scores: torch.Tensor) -> List[Doc]:
-        """d_scores: the gradient of the loss for `TagScores.scores`."""
-        torch.autograd.backward(scores, d_scores)
-        grads = [torch2xp(g) for g in torch.split(vectors.grad, rows_per_doc)]
-        return backprop_X([Ragged(g, x.lengths) for g, x in zip(grads, X)] if pieces else grads)
 
-    return TagScores(leaf, rows_per_doc, pieces_per_token), backprop
+def _tag_scores(model: Model, scores: torch.Tensor, X: List) -> TagScores:
+    pieces = bool(X) and isinstance(X[0], PieceRows)
+    rows_per_doc = [len(x.rows) if pieces else len(x) for x in X]
+    return TagScores(scores, rows_per_doc, [x.pieces_per_token for x in X] if pieces else None)

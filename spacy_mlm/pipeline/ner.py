@@ -5,7 +5,9 @@ Unlike spaCy's transition-based `ner`, every token gets a tag of a tag scheme
 per token or a linear-chain CRF over the sequence, both decoded with Viterbi
 under the scheme's constraints, so the output is always well formed. Scores,
 losses and decoding stay on the encoder's device (`spacy_mlm.tagging`: pure
-maths); only the tag ids (and, if asked, the probabilities) come to the host.
+maths, and `tagging/sequences.py`, which reads a batch's scores as its
+sequences); only the tag ids (and, if asked, the probabilities) come to the
+host. The component holds the settings, the labels and the gold masks.
 
 Subword alignment happens in the listener: `EncoderListener` pools a token's
 pieces (`first` / `mean`); `EncoderPieceListener` gives every subword a row,
@@ -21,7 +23,6 @@ tags.
 from dataclasses import replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-import numpy
 import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
@@ -34,11 +35,10 @@ from ..errors import NotInitializedError, SpacyMlmError
 from ..interop.hf_heads import read_hf_head
 from ..models.pooling import SUBWORD_POOLINGS
 from ..models.tagger import TagScores, tagger_head
+from ..models.torch_head import loss_and_gradient
 from ..tagging.crf import apply_constraints
-from ..tagging.decoding import decode_tags
-from ..tagging.emissions import pad_rows, token_emissions
-from ..tagging.losses import sequence_loss, subword_softmax_loss
-from ..tokenization.context import CONTEXTS, sentence_starts
+from ..tagging.sequences import decode_docs, tagging_loss
+from ..tokenization.context import CONTEXTS
 from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
 from ..util.settings import FLAG, TEXT, TEXTS, check_settings
@@ -81,7 +81,7 @@ def make_mlm_ner(
     subword_decode: str,
     context: str,
     scorer: Optional[Callable],
-) -> "EntityTagger":
+) -> "MLMEntityRecognizer":
     """Entity recognizer tagging tokens in `scheme` ("IO", "BIO"/"IOB2" or
     "BIOES"/"BILUO") over the encoder's token vectors.
 
@@ -108,7 +108,7 @@ def make_mlm_ner(
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
     settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs)
     subwords = dict(subword_loss=subword_loss, subword_decode=subword_decode)
-    return EntityTagger(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
+    return MLMEntityRecognizer(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
 
 
 # the saved cfg's settings and their kinds (checked on load)
@@ -116,7 +116,7 @@ SAVED_CFG = {"labels": TEXTS, "scheme": TEXT, "constrained": FLAG, "store_probs"
              "subword_decode": TEXT, "context": TEXT}
 
 
-class EntityTagger(TrainablePipe):
+class MLMEntityRecognizer(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "mlm_ner", *, scheme: str = "BIO",
                  constrained: bool = True, store_probs: bool = False, subword_loss: str = "all",
                  subword_decode: str = "first", context: str = "none", scorer: Optional[Callable] = None):
@@ -164,7 +164,7 @@ class EntityTagger(TrainablePipe):
         fine-tuned *ForTokenClassification directory whose entity types and
         classifier the tagger starts from (`interop.hf_heads.read_hf_head`: the
         head-reading code lives there, below this layer, with its export)."""
-        validate_get_examples(get_examples, "EntityTagger.initialize")
+        validate_get_examples(get_examples, "MLMEntityRecognizer.initialize")
         hf_head = read_hf_head(from_hf, self, "ner", labels) if from_hf is not None else None
         if hf_head is not None:
             labels = hf_head.labels
@@ -179,7 +179,7 @@ class EntityTagger(TrainablePipe):
         if hf_head is not None:
             hf_head.copy_into(self)
 
-    def from_disk(self, path, *, exclude=tuple()) -> "EntityTagger":
+    def from_disk(self, path, *, exclude=tuple()) -> "MLMEntityRecognizer":
         """spaCy's loader, with errors that name a missing or truncated file, and
         a check that the saved labels fit the saved weights."""
         load = super().from_disk
@@ -196,18 +196,9 @@ class EntityTagger(TrainablePipe):
         if not docs:
             return [], None
         scores: TagScores = self.model.predict(docs)
-        crf = self.model.attrs["crf"]
-        emissions, mask, lengths = self._emissions(scores, self.cfg["subword_decode"], docs)
-        if not crf:
-            emissions = torch.log_softmax(emissions, dim=-1)
-        paths, probs = decode_tags(emissions, mask, self._transitions(), crf=crf,
-                                   constrained=self.cfg["constrained"], with_probs=self.cfg["store_probs"])
-        # an empty sequence decoded one dummy position; sentences join again into their doc
-        paths = _join([path[:n] for path, n in zip(paths, lengths)], lengths, docs, lambda parts: sum(parts, []))
-        if probs is not None:
-            probs = [p[:n].float().cpu().numpy() for p, n in zip(probs, lengths)]
-            probs = _join(probs, lengths, docs, numpy.concatenate)
-        return paths, probs
+        return decode_docs(scores, docs, self._transitions(), how=self.cfg["subword_decode"],
+                           crf=self.model.attrs["crf"], by_sentence=self.cfg["context"] == "document",
+                           constrained=self.cfg["constrained"], with_probs=self.cfg["store_probs"])
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         paths, probs = predictions
@@ -216,21 +207,6 @@ class EntityTagger(TrainablePipe):
             doc.ents = [Span(doc, s, e, label=label) for s, e, label in tags_to_spans([tags[j] for j in path])]
             if probs is not None:
                 doc._.set(TAG_PROBS_ATTR, probs[i])
-
-    def _emissions(self, scores: TagScores, how: str, docs: List[Doc]) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
-        """(B, T, K) emissions and mask of the sequences (docs, or their sentences
-        with context = "document", in order) and each sequence's length."""
-        rows = token_emissions(scores.per_doc(), scores.pieces_per_token, how, log_probs=not self.model.attrs["crf"])
-        rows = self._sequences(rows, docs)
-        emissions, mask = pad_rows(rows, self.model.get_dim("nO"), scores.scores.device)
-        return emissions, mask, [len(r) for r in rows]
-
-    def _sequences(self, per_doc: List, docs: List[Doc]) -> List:
-        """Per-doc rows (token-major tensors) as the sequences the tagger reads:
-        the docs themselves, or with context = "document" their sentences."""
-        if self.cfg["context"] == "none":
-            return list(per_doc)
-        return [part for rows, doc in zip(per_doc, docs) for part in torch.split(rows, _sentence_lengths(doc))]
 
     def _transitions(self):
         """The head's (start, transitions, end), forbidden moves masked when constrained."""
@@ -249,7 +225,7 @@ class EntityTagger(TrainablePipe):
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
-        validate_examples(examples, "EntityTagger.update")
+        validate_examples(examples, "MLMEntityRecognizer.update")
         if not any(len(eg.predicted) for eg in examples):
             return losses
         scores, backprop = self.model.begin_update([eg.predicted for eg in examples])
@@ -264,26 +240,14 @@ class EntityTagger(TrainablePipe):
         """Mean negative log-likelihood per annotated token (or subword) and its
         gradient for `scores.scores`; the CRF's own scores get theirs directly."""
         examples = list(examples)
-        validate_examples(examples, "EntityTagger.get_loss")
-        leaf = scores.scores.detach().clone().requires_grad_(True)
-        loss = self._loss(examples, replace(scores, scores=leaf))
-        loss.backward()
-        return float(loss.detach()), leaf.grad
+        validate_examples(examples, "MLMEntityRecognizer.get_loss")
+        return loss_and_gradient(lambda leaf: self._loss(examples, replace(scores, scores=leaf)), scores.scores)
 
     def _loss(self, examples: List[Example], scores: TagScores) -> torch.Tensor:
-        device = scores.scores.device
-        allowed = [torch.from_numpy(self._allowed_tags(eg)).to(device) for eg in examples]
-        pieces = scores.pieces_per_token
-        crf = self.model.attrs["crf"]
-        if pieces is not None:  # a token without pieces has no score of its own to train
-            allowed = [a | (p == 0).unsqueeze(1) for a, p in zip(allowed, pieces)]
-            if not crf and self.cfg["subword_loss"] == "all":
-                return subword_softmax_loss(scores.scores, allowed, pieces)
-        docs = [eg.predicted for eg in examples]
-        emissions, mask, _ = self._emissions(scores, self.cfg["subword_decode"] if crf else "first", docs)
-        allowed = self._sequences(allowed, docs)
-        tag_mask = ~pad_rows([~a for a in allowed], emissions.shape[-1], device)[0].bool()
-        return sequence_loss(emissions, mask, tag_mask, self._transitions() if crf else None)
+        allowed = [torch.from_numpy(self._allowed_tags(eg)).to(scores.scores.device) for eg in examples]
+        return tagging_loss(scores, [eg.predicted for eg in examples], allowed,
+                            self._transitions() if self.model.attrs["crf"] else None, how=self.cfg["subword_decode"],
+                            subword_loss=self.cfg["subword_loss"], by_sentence=self.cfg["context"] == "document")
 
     def _allowed_tags(self, example: Example):
         try:
@@ -296,21 +260,3 @@ class EntityTagger(TrainablePipe):
                 "them from the training data, or add the missing ones"
             ) from None
 
-
-def _sentence_lengths(doc: Doc) -> List[int]:
-    """Tokens per sentence (one sentence for a Doc without sentence starts)."""
-    starts = sentence_starts(doc) or [0]
-    return [end - start for start, end in zip(starts, starts[1:] + [len(doc)])]
-
-
-def _join(parts: List, lengths: List[int], docs: List[Doc], concat: Callable) -> List:
-    """Per-sequence results back into one per doc (sequences are the docs
-    themselves, or each doc's sentences in order)."""
-    if len(parts) == len(docs):
-        return parts
-    out, k = [], 0
-    for doc in docs:
-        n = len(_sentence_lengths(doc))
-        out.append(concat(parts[k : k + n]))
-        k += n
-    return out

@@ -29,7 +29,8 @@ from thinc.api import Model
 
 from ..classification.losses import mean_squared_error, target_standardization
 from ..errors import ModelLoadError, SpacyMlmError
-from .classifier import DEFAULT_CLASSIFIER_MODEL
+from ..models.torch_head import loss_and_gradient
+from .textcat import DEFAULT_CLASSIFIER_MODEL
 from .pair_input import PairInputGuard
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
 from ..util.settings import FLAG, NUMBERS, TEXTS
@@ -174,7 +175,5 @@ class MLMRegressor(PairInputGuard, TrainablePipe):
         validate_examples(examples, "MLMRegressor.get_loss")
         values, known = (torch.from_numpy(a).to(scores.device) for a in self._gold(examples))
         mean, scale = self._scaling(scores.device)
-        predictions = scores.detach().clone().requires_grad_(True)
-        loss = mean_squared_error(predictions, (values - mean) / scale, known)
-        loss.backward()
-        return float(loss.detach()), predictions.grad
+        return loss_and_gradient(lambda predictions: mean_squared_error(predictions, (values - mean) / scale, known),
+                                 scores)

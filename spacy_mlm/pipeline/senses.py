@@ -51,6 +51,7 @@ from thinc.api import Model
 from ..errors import ModelLoadError, SpacyMlmError
 from ..models.encoding import ENCODING_ATTR, DocEncoding
 from ..models.senses import sense_head
+from ..models.torch_head import loss_and_gradient
 from ..readers.wic import SAME_SENSE, SENSE_PAIR_KEY
 from ..scoring.similarity import tune_threshold
 from ..scoring.wic import SAME_ATTR
@@ -83,7 +84,7 @@ DEFAULT_SENSE_MODEL = {"@architectures": "spacy_mlm.SenseHead.v2", "pooling": "m
 )
 def make_mlm_senses(
     nlp: Language, name: str, model: Model, upstream: str, sense_key: str, threshold_pairs: int, scorer: Optional[Callable]
-) -> "SenseSimilarity":
+) -> "MLMSenses":
     """Trained sense vectors: `.vector` / `.similarity` in a space learned from same-sense pairs.
 
     model: `spacy_mlm.SenseHead.v2` or v1 (the encoder needs output_hidden_states = true).
@@ -96,7 +97,7 @@ def make_mlm_senses(
     for attr in (SIMILARITY_ATTR, SAME_ATTR):
         if not Doc.has_extension(attr):
             Doc.set_extension(attr, default=None)
-    return SenseSimilarity(nlp, model, name, upstream=upstream, sense_key=sense_key,
+    return MLMSenses(nlp, model, name, upstream=upstream, sense_key=sense_key,
                            threshold_pairs=threshold_pairs, scorer=scorer)
 
 
@@ -108,7 +109,7 @@ def span_vector(vectors: torch.Tensor, start: int, end: int) -> torch.Tensor:
     return rows[present].mean(dim=0) if bool(present.any()) else rows.new_zeros(rows.shape[-1])
 
 
-class SenseSimilarity(SenseLookup, TrainablePipe):
+class MLMSenses(SenseLookup, TrainablePipe):
     def __init__(self, nlp: Language, model: Model, name: str = "mlm_senses", *, upstream: str = "*",
                  sense_key: str = "lemma", threshold_pairs: int = 8192, scorer: Optional[Callable] = None):
         if sense_key not in SENSE_KEYS:
@@ -142,33 +143,31 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
             raise SpacyMlmError(f"'{self.name}' needs an mlm_encoder before it in the pipeline")
         return self._nlp.get_pipe(encoders[-1])
 
-    def _parts(self, docs: List[Doc]) -> Tuple[List[DocEncoding], List[int]]:
+    def _parts(self, docs: List[Doc]) -> List[DocEncoding]:
         """One encoding per sentence: the two halves of a pair Doc apart, a single
-        Doc's own `doc._.mlm_encoding` (or a fresh one); and how many encodings
-        each Doc has. Their token rows, concatenated, are the Doc's tokens."""
+        Doc's own `doc._.mlm_encoding` (or a fresh one). Their token rows,
+        concatenated, are the Docs' tokens."""
         encodings: List[Optional[DocEncoding]] = []
         missing: List[Doc] = []
-        counts = []
         for doc in docs:
             start = doc._.get(PAIR_ATTR)
             own = doc._.get(ENCODING_ATTR) if Doc.has_extension(ENCODING_ATTR) else None
             if start is None and own is not None:
                 encodings.append(own)
-                counts.append(1)
                 continue
             halves = [doc] if start is None else [doc[:start].as_doc(), doc[start:].as_doc()]
             encodings += [None] * len(halves)
             missing += halves
-            counts.append(len(halves))
         if missing:
             fresh = iter(self._encoder().predict(missing))
             encodings = [e if e is not None else next(fresh) for e in encodings]
-        return encodings, counts
+        return encodings
 
-    def _doc_vectors(self, encodings: List[DocEncoding], counts: List[int], is_train: bool):
-        outputs, backprop = self.model(encodings, is_train)
-        bounds = numpy.cumsum([0] + counts)
-        return [torch.cat(outputs[a:b]) for a, b in zip(bounds[:-1], bounds[1:])], outputs, backprop
+    def _doc_vectors(self, docs: List[Doc], is_train: bool) -> Tuple[List[torch.Tensor], torch.Tensor, Callable]:
+        """Each Doc's (n_tokens, width) sense vectors, the tensor of all of them
+        (the head's output) and the head's backprop."""
+        vectors, backprop = self.model(self._parts(docs), is_train)
+        return list(torch.split(vectors, [len(doc) for doc in docs])), vectors, backprop
 
     # -- prediction ------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]) -> List[Tuple[numpy.ndarray, Optional[float]]]:
@@ -177,7 +176,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         docs = list(docs)
         if not docs:
             return []
-        vectors, _, _ = self._doc_vectors(*self._parts(docs), is_train=False)
+        vectors, _, _ = self._doc_vectors(docs, is_train=False)
         cosines = self._pair_cosines(docs, vectors)
         return [(v.float().cpu().numpy(), cosines.get(i)) for i, v in enumerate(vectors)]
 
@@ -206,34 +205,37 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
-        validate_examples(examples, "SenseSimilarity.update")
+        validate_examples(examples, "MLMSenses.update")
         if not examples:
             return losses
-        groups = [_sense_pair(eg, i) for i, eg in enumerate(examples)]
-        vectors, leaves, backprop = self._doc_vectors(*self._parts([eg.predicted for eg in examples]), is_train=True)
-        targets = _target_vectors(vectors, groups)
-        loss, labels = self.get_loss(examples, targets)
-        backprop([leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves])
+        per_doc, vectors, backprop = self._doc_vectors([eg.predicted for eg in examples], is_train=True)
+        loss, d_vectors = self.get_loss(examples, vectors)
+        backprop(d_vectors)
         losses[self.name] += loss
-        scores = pair_cosines(*(t.detach() for t in targets))
-        self._recent.extend(zip(scores.tolist(), labels.tolist()))
+        scores = pair_cosines(*_target_vectors(per_doc, [_sense_pair(eg, i) for i, eg in enumerate(examples)]))
+        self._recent.extend(zip(scores.tolist(), [_label(eg, i) for i, eg in enumerate(examples)]))
         self.cfg["threshold"] = tune_threshold(*zip(*self._recent))[0]
         if sgd is not None:
             self.finish_update(sgd)
         return losses
 
-    def get_loss(self, examples: Iterable[Example], scores) -> Tuple[float, numpy.ndarray]:
+    def get_loss(self, examples: Iterable[Example], scores: torch.Tensor) -> Tuple[float, torch.Tensor]:
         """The pair loss (`spacy_mlm.similarity.losses`) of the targets' vectors
-        (`scores`: first and second targets, (n, width) each) against
-        `cats["SAME_SENSE"]`; its backward fills the gradients of the vectors
-        (leaves of the head's forward) and of the loss's scale and bias.
-        Returns the loss and the labels."""
+        against `cats["SAME_SENSE"]`, and its gradient for `scores` (the
+        examples' sense vectors, the head's output); its backward also fills
+        the gradients of the loss's scale and bias."""
+        examples = list(examples)
+        groups = [_sense_pair(eg, i) for i, eg in enumerate(examples)]
         labels = numpy.asarray([_label(eg, i) for i, eg in enumerate(examples)], dtype="float32")
         head = sense_head(self.model)
         same = torch.from_numpy(labels).to(head.bias.device)
-        loss = sense_pair_loss(*scores, same, head.log_scale, head.bias)
-        loss.backward()
-        return float(loss.detach()), labels
+        sizes = [len(eg.predicted) for eg in examples]
+
+        def pair_loss(vectors: torch.Tensor) -> torch.Tensor:
+            targets = _target_vectors(list(torch.split(vectors, sizes)), groups)
+            return sense_pair_loss(*targets, same, head.log_scale, head.bias)
+
+        return loss_and_gradient(pair_loss, scores)
 
     def fit_threshold(self, examples: Iterable[Example], batch_size: int = 64) -> Tuple[float, float]:
         """Tune the stored threshold exactly on the current head's scores of
@@ -245,7 +247,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
             batch = examples[i: i + batch_size]
             docs = [eg.predicted for eg in batch]
             groups = [_sense_pair(eg, i + k) for k, eg in enumerate(batch)]
-            vectors, _, _ = self._doc_vectors(*self._parts(docs), is_train=False)
+            vectors, _, _ = self._doc_vectors(docs, is_train=False)
             scores += pair_cosines(*_target_vectors(vectors, groups)).tolist()
             labels += [_label(eg, i + k) for k, eg in enumerate(batch)]
         threshold, accuracy = tune_threshold(scores, labels)
@@ -256,12 +258,12 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         """Build the head from a few encoded examples (the encoder's width and
         layers). A frozen encoder is skipped by spaCy's initialize, so it is
         initialized here when it has no weights yet."""
-        validate_get_examples(get_examples, "SenseSimilarity.initialize")
+        validate_get_examples(get_examples, "MLMSenses.initialize")
         encoder = self._encoder()
         if not encoder.model.shims:
             encoder.initialize(get_examples, nlp=nlp)
         sample = [eg.predicted for eg in islice(get_examples(), 4)]
-        self.model.initialize(X=self._parts(sample)[0])
+        self.model.initialize(X=self._parts(sample))
         self.senses = SenseInventory()
         self._recent.clear()
 
@@ -270,7 +272,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
         super().to_disk(path, exclude=exclude)
         atomic_write_bytes(ensure_path(path) / "senses.bin", self.senses.to_bytes())
 
-    def from_disk(self, path, *, exclude=tuple()) -> "SenseSimilarity":
+    def from_disk(self, path, *, exclude=tuple()) -> "MLMSenses":
         load = super().from_disk
         checked_from_disk(path, "mlm_senses", lambda: load(path, exclude=exclude), exclude, {"threshold": NUMBER})
         senses = ensure_path(path) / "senses.bin"
@@ -280,7 +282,7 @@ class SenseSimilarity(SenseLookup, TrainablePipe):
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         return srsly.msgpack_dumps({"pipe": super().to_bytes(exclude=exclude), "senses": self.senses.to_bytes()})
 
-    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "SenseSimilarity":
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "MLMSenses":
         try:
             msg = srsly.msgpack_loads(bytes_data)
             pipe, senses = msg["pipe"], msg["senses"]

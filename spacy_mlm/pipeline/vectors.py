@@ -75,7 +75,7 @@ def make_mlm_vectors(
     n_layers: int,
     transform: TransformChain,
     sense_key: str,
-) -> "ContextualVectors":
+) -> "MLMVectors":
     """Contextual `.vector` / `.similarity` from the preceding mlm_encoder.
 
     pooling: how a token's pieces become one vector: mean | first | last | max.
@@ -92,7 +92,7 @@ def make_mlm_vectors(
         "lower" or "text".
     """
     install_extensions()
-    return ContextualVectors(nlp.vocab, name, pooling, layer, n_layers, transform, sense_key)
+    return MLMVectors(nlp.vocab, name, pooling, layer, n_layers, transform, sense_key)
 
 
 class SenseLookup:
@@ -127,7 +127,7 @@ class SenseLookup:
                 token._.sense_score = got.score
 
 
-class ContextualVectors(SenseLookup, Pipe):
+class MLMVectors(SenseLookup, Pipe):
     def __init__(self, vocab, name: str, pooling: str, layer: int, n_layers: int, transform, sense_key: str):
         check_settings("mlm_vectors", pooling=(pooling, one_of(*TOKEN_POOLINGS)), layer=(layer, INT),
                        n_layers=(n_layers, INT, ">= 1"), sense_key=(sense_key, one_of(*SENSE_KEYS)))
@@ -216,7 +216,7 @@ class ContextualVectors(SenseLookup, Pipe):
         atomic_write_bytes(path / "senses.bin", self.senses.to_bytes())
         atomic_write_text(path / "cfg", srsly.json_dumps(self._cfg(), indent=2))
 
-    def from_disk(self, path, *, exclude=tuple()) -> "ContextualVectors":
+    def from_disk(self, path, *, exclude=tuple()) -> "MLMVectors":
         path = ensure_path(path)
         files = [path / "cfg", path / "transform.bin", path / "senses.bin"]
         missing = [p.name for p in files if not p.is_file()]
@@ -230,7 +230,7 @@ class ContextualVectors(SenseLookup, Pipe):
             {"cfg": self._cfg(), "transform": self.transform.to_bytes(), "senses": self.senses.to_bytes()}
         )
 
-    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "ContextualVectors":
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "MLMVectors":
         msg = srsly.msgpack_loads(bytes_data)
         self._load(msg["cfg"], msg["transform"], msg["senses"], f"<{self.name} bytes>")
         return self

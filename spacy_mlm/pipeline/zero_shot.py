@@ -34,7 +34,7 @@ from ..util.settings import FLAG, INT, TEXT, TEXTS, check_settings, optional
                     "multi_label": False, "entailment_label": None, "batch_size": 64},
 )
 def make_mlm_zero_shot(nlp: Language, name: str, nli: str, labels: List[str], hypothesis_template: str,
-                       multi_label: bool, entailment_label: Optional[str], batch_size: int) -> "ZeroShotClassifier":
+                       multi_label: bool, entailment_label: Optional[str], batch_size: int) -> "MLMZeroShotClassifier":
     """Classify texts into `labels` with the pipeline's NLI pair classifier `nli`.
 
     hypothesis_template: the hypothesis of a label, its one "{}" replaced by it.
@@ -43,11 +43,11 @@ def make_mlm_zero_shot(nlp: Language, name: str, nli: str, labels: List[str], hy
     entailment_label: the NLI class meaning "entails"; null = the class whose
         name starts with "entail".
     batch_size: (text, hypothesis) pairs per pass through the encoder."""
-    return ZeroShotClassifier(nlp, name, nli=nli, labels=labels, hypothesis_template=hypothesis_template,
+    return MLMZeroShotClassifier(nlp, name, nli=nli, labels=labels, hypothesis_template=hypothesis_template,
                               multi_label=multi_label, entailment_label=entailment_label, batch_size=batch_size)
 
 
-class ZeroShotClassifier(Pipe):
+class MLMZeroShotClassifier(Pipe):
     def __init__(self, nlp: Language, name: str = "mlm_zero_shot", *, nli: str = "mlm_textcat",
                  labels: Sequence[str] = (), hypothesis_template: str = DEFAULT_TEMPLATE, multi_label: bool = False,
                  entailment_label: Optional[str] = None, batch_size: int = 64):
@@ -119,7 +119,7 @@ class ZeroShotClassifier(Pipe):
 
 
 def add_zero_shot(nlp: Language, labels: Sequence[str] = (), *, nli: str = "mlm_textcat",
-                  name: str = "mlm_zero_shot", **settings) -> ZeroShotClassifier:
+                  name: str = "mlm_zero_shot", **settings) -> MLMZeroShotClassifier:
     """Add an `mlm_zero_shot` component reading the NLI pair classifier `nli`, and
     disable that classifier and, where nothing else listens to it, its encoder,
     so that `nlp(text)` runs the zero-shot classifier alone. `settings`: the

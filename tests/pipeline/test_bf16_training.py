@@ -137,7 +137,7 @@ def test_bf16_keeps_weights_and_optimizer_state_in_float32(runs, tmp_path):
 def test_heads_and_losses_run_outside_autocast(tiny_model_dir, monkeypatch):
     """What a head and the CRF's loss compute is float32 in a bf16 pipeline:
     autocast covers the transformer's forward only."""
-    from spacy_mlm.pipeline import ner as ner_module
+    from spacy_mlm.tagging import sequences as sequences_module
 
     nlp = train(tiny_model_dir, "ner_crf", "bf16")[0]
     seen = []
@@ -150,8 +150,8 @@ def test_heads_and_losses_run_outside_autocast(tiny_model_dir, monkeypatch):
         seen.append(("crf loss", torch.is_autocast_enabled("cpu"), loss.dtype))
         return loss
 
-    sequence_loss = ner_module.sequence_loss
-    monkeypatch.setattr(ner_module, "sequence_loss", recorded_loss)
+    sequence_loss = sequences_module.sequence_loss
+    monkeypatch.setattr(sequences_module, "sequence_loss", recorded_loss)
     head = dict(torch_modules(nlp))["head"].module
     handles = [m.register_forward_hook(record) for m in head.modules() if isinstance(m, torch.nn.Linear)]
     try:

@@ -8,7 +8,7 @@ from spacy.tokens import Doc, Token
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import ModelLoadError, SpacyMlmError
-from spacy_mlm.pipeline.vectors import ContextualVectors, install_extensions
+from spacy_mlm.pipeline.vectors import MLMVectors, install_extensions
 from spacy_mlm.vectors_pipeline import configure_vectors_component, docs_before, make_vectors_pipeline
 
 RIVER = "The river bank was muddy after the rain."
@@ -107,7 +107,7 @@ def test_needs_an_encoder_before_it():
 
 def test_fit_transform_then_save_and_load(tiny_model_dir, device, tmp_path):
     nlp = make_vectors_pipeline(tiny_model_dir, steps=["standardize", "abtt"], n_components=2)
-    component: ContextualVectors = nlp.get_pipe("mlm_vectors")
+    component: MLMVectors = nlp.get_pipe("mlm_vectors")
     assert not component.transform.is_fitted
     n = component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS))
     assert n > 40
@@ -133,7 +133,7 @@ def test_fit_transform_then_save_and_load(tiny_model_dir, device, tmp_path):
 
 def test_whiten_on_a_layer_range_then_save_and_load(tiny_model_dir, tmp_path):
     nlp = make_vectors_pipeline(tiny_model_dir, layer=2, n_layers=2, steps=["whiten"])
-    component: ContextualVectors = nlp.get_pipe("mlm_vectors")
+    component: MLMVectors = nlp.get_pipe("mlm_vectors")
     n = component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS))
     docs = list(nlp.pipe(TEXTS))
     fitted = numpy.concatenate([[t.vector for t in d if t.has_vector] for d in docs])
@@ -151,7 +151,7 @@ def test_whiten_on_a_layer_range_then_save_and_load(tiny_model_dir, tmp_path):
 def test_remove_static_chain_in_the_component_then_save_and_load(tiny_model_dir, tmp_path):
     nlp = make_vectors_pipeline(tiny_model_dir, layer=2, n_layers=2, steps=["remove_static", "standardize"])
     assert nlp.get_pipe("mlm_encoder").model.attrs["output_hidden_states"]
-    component: ContextualVectors = nlp.get_pipe("mlm_vectors")
+    component: MLMVectors = nlp.get_pipe("mlm_vectors")
     n = component.fit_transform(docs_before(nlp, "mlm_vectors", TEXTS))
     docs = list(nlp.pipe(TEXTS))
     fitted = numpy.concatenate([[t.vector for t in d if t.has_vector] for d in docs])

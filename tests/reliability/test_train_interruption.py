@@ -20,7 +20,7 @@ from thinc.api import Config
 
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import ModelLoadError
-from spacy_mlm.pipeline.classifier import MLMTextCategorizer
+from spacy_mlm.pipeline.textcat import MLMTextCategorizer
 from spacy_mlm.util.save import make_atomic_to_disk
 
 from .train_with_pause import fingerprint

@@ -33,7 +33,7 @@ def main() -> None:
     from spacy.cli import setup_cli
     from spacy.language import Language
 
-    from spacy_mlm.pipeline.classifier import MLMTextCategorizer
+    from spacy_mlm.pipeline.textcat import MLMTextCategorizer
 
     saves = []
     language_to_disk = Language.to_disk

@@ -28,8 +28,9 @@ from ..classification.losses import (
     sigmoid_binary_cross_entropy,
     softmax_cross_entropy,
 )
+from ..models.torch_head import loss_and_gradient
 from ..tokenization.pair import make_pair_doc
-from ..errors import SpacyMlmError
+from ..errors import DataError, SpacyMlmError
 from ..interop.hf_heads import read_hf_head
 from .pair_input import PairInputGuard
 from ..scoring.textcat import unknown_gold_labels
@@ -145,7 +146,7 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         for eg in examples:
             for label, value in eg.reference.cats.items():
                 if value not in (0.0, 1.0):
-                    raise ValueError(f"cats values must be 0.0 or 1.0, got {label!r}: {value!r}")
+                    raise DataError(f"cats values must be 0.0 or 1.0, got {label!r}: {value!r}")
 
     def initialize(
         self,
@@ -230,13 +231,9 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         truths, known = (_tensor(a, scores.device) for a in self._examples_to_truth(examples))
         weights = class_weight_vector(self.labels, self.cfg.get("class_weights"))
         weights = None if weights is None else _tensor(weights, scores.device)
-        logits = scores.detach().clone().requires_grad_(True)
         if self.exclusive_classes:
-            loss = softmax_cross_entropy(logits, truths, weights)
-        else:
-            loss = sigmoid_binary_cross_entropy(logits, truths, known, weights)
-        loss.backward()
-        return float(loss.detach()), logits.grad
+            return loss_and_gradient(lambda logits: softmax_cross_entropy(logits, truths, weights), scores)
+        return loss_and_gradient(lambda logits: sigmoid_binary_cross_entropy(logits, truths, known, weights), scores)
 
 
 def _tensor(array, device: torch.device) -> torch.Tensor:
