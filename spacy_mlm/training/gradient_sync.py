@@ -99,10 +99,12 @@ def set_from_flat(params: Sequence[torch.nn.Parameter], flat: torch.Tensor, pres
 
 
 def nonzero_rows(grad: Optional[torch.Tensor]) -> torch.Tensor:
-    """The indices of the rows of a 2-d gradient that are not all zero (none for no gradient)."""
+    """The indices of the rows of a 2-d gradient that are not all zero (none
+    for no gradient). `any` of the floats themselves: one pass, about half the
+    time of comparing with zero first."""
     if grad is None:
         return torch.zeros(0, dtype=torch.long)
-    return torch.nonzero(grad.ne(0).any(dim=1)).reshape(-1)
+    return torch.nonzero(grad.any(dim=1)).reshape(-1)
 
 
 class GradientReducer:
