@@ -116,7 +116,7 @@ class GradientReducer:
     keeps none only if no process has one (a step skips such parameters, as it
     would in one process)."""
 
-    def __init__(self, modules: Sequence[torch.nn.Module], bucket_bytes: int = BUCKET_BYTES, overlap: bool = True):
+    def __init__(self, modules: Sequence[torch.nn.Module], bucket_bytes: int = BUCKET_BYTES):
         params = trained_parameters(modules)
         embeddings = embedding_weights(modules)
         self._rows = [p for p in params if id(p) in embeddings and p.dim() == 2]
@@ -128,8 +128,8 @@ class GradientReducer:
         self._group = dist.new_group()  # the buckets' collectives never interleave with the losses'
         self._expected: Optional[Dict[int, int]] = None  # accumulations per parameter in the previous step
         self._counting = False
-        self._hooks = [p.register_post_accumulate_grad_hook(self._accumulated) for p in self._dense] if overlap else []
-        # what was summed, over the steps so far (bench/ddp_finetune.py and the tests read it)
+        self._hooks = [p.register_post_accumulate_grad_hook(self._accumulated) for p in self._dense]
+        # what was summed over the steps so far (the tests read it; so can a profile)
         self.stats = {"dense_bytes": 0, "row_bytes": 0, "rows": 0, "early_buckets": 0, "restarted": 0}
 
     def begin(self) -> None:
