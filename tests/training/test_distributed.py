@@ -18,7 +18,7 @@ from thinc.api import Config
 from spacy_mlm.readers.conll import load_ner_docs
 from spacy_mlm.testing import make_tiny_bert
 from spacy_mlm.training.distributed import (
-    DataParallelError, ProcessGroup, check_synchronisable, rank_share, torch_modules,
+    DataParallelError, ProcessGroup, check_synchronisable, padded_shares, rank_share, torch_modules,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,15 +120,22 @@ def test_two_processes_reach_the_weights_of_one(task, still_model_dir, tmp_path)
     assert difference < MAX_DIFF, f"2 processes x batch 4 vs 1 x batch 8: max |weight difference| {difference:.2e}"
 
 
-def test_rank_share_splits_a_batch_and_skips_one_a_process_cannot_share():
+def test_rank_share_splits_a_batch_by_padded_size_and_skips_one_a_process_cannot_share():
     class Eg:
         def __init__(self, n):
             self.predicted = [0] * n
 
     batch = [Eg(3), Eg(1), Eg(2), Eg(5), Eg(4)]
     shares = [rank_share(batch, ProcessGroup(rank, 2, rank)) for rank in (0, 1)]
-    assert shares == [batch[0::2], batch[1::2]]
+    # the two longest (padded 2 x 5) and the three shortest (3 x 3), each in batch order; in turn: 3 x 5 and 2 x 4
+    assert shares == [[batch[3], batch[4]], [batch[0], batch[1], batch[2]]]
     assert rank_share([Eg(3), Eg(0)], ProcessGroup(0, 2, 0)) is None  # the second process would have no tokens
+
+
+def test_padded_shares_cover_the_batch_and_give_every_process_an_example():
+    assert padded_shares([2, 2, 2, 2], 3) == [[0, 1], [2], [3]]
+    assert padded_shares([7, 1, 1, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4, 5, 6]]
+    assert padded_shares([5], 2) == [[0], []]
 
 
 def test_spacy_components_with_thinc_weights_are_refused_unless_frozen(tiny_model_dir):

@@ -1,0 +1,90 @@
+"""`GradientReducer` (training/gradient_sync.py) on 2 gloo processes: the
+gradients it leaves equal a dense all-reduce of every gradient exactly, with
+embedding rows that the processes touch apart and in common, buckets summed
+during backward, and steps that run backward more or fewer times than the one before."""
+import json
+import os
+import subprocess
+import sys
+
+WORKER = '''
+import json, sys
+import torch, torch.distributed as dist
+from spacy_mlm.training.gradient_sync import GradientReducer
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+net = torch.nn.ModuleDict({"embed": torch.nn.Embedding(50, 4), "hidden": torch.nn.Linear(4, 4),
+                           "out": torch.nn.Linear(4, 1), "rank0_only": torch.nn.Linear(4, 1),
+                           "unused": torch.nn.Linear(4, 1)})
+IDS = torch.tensor([[1, 2, 3, 7, 3], [3, 4, 7, 9, 9]][rank])  # rows 3 and 7 in common, 3 and 9 twice
+
+
+def backward(times):
+    for time in range(times):
+        hidden = net["hidden"](net["embed"](IDS) * (rank + 1 + time))
+        loss = net["out"](hidden).sum()
+        if rank == 0:
+            loss = loss + net["rank0_only"](hidden).sum()
+        loss.backward()
+
+
+def dense_sums():
+    sums = {}
+    for name, param in net.named_parameters():
+        grad = param.grad.clone() if param.grad is not None else torch.zeros_like(param)
+        dist.all_reduce(grad)
+        present = torch.tensor([float(param.grad is not None)])
+        dist.all_reduce(present)
+        sums[name] = grad if present.item() else None
+    return sums
+
+
+reducer = GradientReducer([net], bucket_bytes=64)  # a parameter or two a bucket
+steps = []
+for times in json.loads(sys.argv[2]):
+    net.zero_grad(set_to_none=True)
+    backward(times)
+    expected = dense_sums()
+    net.zero_grad(set_to_none=True)
+    before = dict(reducer.stats)
+    reducer.begin()
+    backward(times)
+    reducer.finish()
+    equal = {name: (param.grad is None and expected[name] is None)
+             or (param.grad is not None and expected[name] is not None and torch.equal(param.grad, expected[name]))
+             for name, param in net.named_parameters()}
+    steps.append({"equal": equal, "none": sorted(n for n, p in net.named_parameters() if p.grad is None),
+                  **{key: reducer.stats[key] - before[key] for key in before}})
+if rank == 0:
+    with open(sys.argv[1], "w") as out:
+        json.dump(steps, out)
+'''
+
+
+def run_steps(tmp_path, backward_calls):
+    (tmp_path / "worker.py").write_text(WORKER)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(tmp_path / "worker.py"), str(tmp_path / "steps.json"), json.dumps(backward_calls)]
+    done = subprocess.run(command, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((tmp_path / "steps.json").read_text())
+
+
+def test_the_reducer_sums_as_a_dense_all_reduce_through_steps_of_one_and_two_backward_calls(tmp_path):
+    steps = run_steps(tmp_path, [1, 1, 2, 2, 1])
+    for step in steps:
+        assert all(step["equal"].values()), step
+        # rank0_only has a gradient on one process (summed with zeros), unused on none (stays None)
+        assert step["none"] == ["unused.bias", "unused.weight"]
+        # rows 1, 2, 3, 4, 7, 9 of the embedding: the union, not 50 rows
+        assert step["rows"] == 6 and step["row_bytes"] == 6 * 4 * 4
+    first, overlapped, more, again, fewer = steps
+    assert first["early_buckets"] == 0 and first["restarted"] == 0  # nothing known yet: all after backward
+    assert overlapped["early_buckets"] > 0 and overlapped["restarted"] == 0
+    # a second backward after buckets were summed: every process sums the complete gradients again
+    assert more["restarted"] == 1
+    assert again["early_buckets"] > 0 and again["restarted"] == 0  # two calls expected now
+    assert fewer["early_buckets"] == 0 and fewer["restarted"] == 0  # waiting for a second call that never came
