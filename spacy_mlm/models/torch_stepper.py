@@ -85,7 +85,7 @@ class TorchStepper:
             self._start(module, named, optimizer)
         params = [p for _, p in named if p.grad is not None]
         if optimizer.grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, float(optimizer.grad_clip))
+            self._clip(params, float(optimizer.grad_clip))
         decoupled = bool(optimizer.L2_is_weight_decay)
         for group, scale in zip(self._torch.param_groups, self._scales):
             group["lr"] = float(optimizer.learn_rate) * scale
@@ -94,7 +94,23 @@ class TorchStepper:
             group["weight_decay"] = float(optimizer.L2)
             group["decoupled_weight_decay"] = decoupled
         self._torch.step()
+        self._torch.__dict__.pop("grad_scale", None)
         self._torch.zero_grad(set_to_none=True)
+
+    def _clip(self, params: List[torch.nn.Parameter], max_norm: float) -> None:
+        """Clip the global gradient norm to `max_norm`, as `clip_grad_norm_`
+        does. With the fused optimizer the scaling rides on the step itself: its
+        `grad_scale` (the hook `torch.amp.GradScaler` unscales through) divides
+        each gradient as the kernel reads it, which saves a pass over every
+        gradient (22.7M floats for MiniLM, half of them the word embeddings):
+        about 15 ms of a 1-thread CPU step. The update is the same up to
+        rounding (a division by 1 / coefficient instead of a product)."""
+        if not self._torch.defaults.get("fused"):
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+            return
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        # clip_grad_norm_'s coefficient, min(1, max_norm / (norm + 1e-6)), as its inverse
+        self._torch.grad_scale = torch.clamp((norm + 1e-6) / max_norm, min=1.0)
 
     def _start(self, module: torch.nn.Module, named, optimizer: Optimizer) -> None:
         if getattr(optimizer, "use_radam", False) or not (optimizer.b1 > 0 and optimizer.b2 > 0):

@@ -111,6 +111,29 @@ def test_torch_step_clips_the_global_norm():
     torch.testing.assert_close(state["exp_avg"].norm(), torch.tensor(0.1), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [10.0, 1e-3])  # clipped, and under the bound
+def test_torch_step_with_clipping_is_clip_grad_norm_then_adamw(scale):
+    """The clip folded into the fused step updates as clip_grad_norm_ followed
+    by AdamW does, up to rounding, and leaves no scale behind for later steps."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 3))
+    reference = [p.detach().clone().requires_grad_(True) for p in module.parameters()]
+    torch_adamw = torch.optim.AdamW(reference, lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+    stepper = TorchStepper()
+    optimizer = Adam(learn_rate=0.01, beta1=0.9, beta2=0.999, eps=1e-8, L2=0.1, L2_is_weight_decay=True,
+                     grad_clip=1.0, use_averages=False)
+    for _ in range(3):
+        grads = [torch.randn_like(p) * scale for p in reference]
+        for p, q, g in zip(module.parameters(), reference, grads):
+            p.grad, q.grad = g.clone(), g.clone()
+        stepper.step(module, optimizer)
+        torch.nn.utils.clip_grad_norm_(reference, 1.0)
+        torch_adamw.step()
+        assert not hasattr(stepper._torch, "grad_scale")
+    for p, q in zip(module.parameters(), reference):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-7)
+
+
 def test_radam_is_refused_for_torch_parameters():
     module = torch.nn.Linear(2, 1)
     module(torch.ones(1, 2)).sum().backward()
