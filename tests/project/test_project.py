@@ -39,7 +39,7 @@ def project_run(tiny_model_dir, tmp_path_factory):
     }
     overrides = [f"--vars.{key}={value}" for key, value in tiny.items()]
     proc = subprocess.run(
-        [sys.executable, "-m", "spacy", "project", "run", "all", str(project), *overrides],
+        [sys.executable, str(Path(__file__).with_name("run_forked.py")), "all", str(project), *overrides],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     assert proc.returncode == 0, proc.stdout[-6000:]
