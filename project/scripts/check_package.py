@@ -15,35 +15,38 @@ from pathlib import Path
 
 N_TEXTS = 20
 TOLERANCE = 1e-5
+PREDICT = "--predict"  # the first argument that makes this script print `predictions` as JSON
 
-PREDICT = r"""
-import json, sys
-import numpy, spacy
-from spacy.tokens import DocBin
+def predictions(name_or_path: str, data: str, n_texts: int) -> dict:
+    """What the pipeline `name_or_path` (a directory or an installed package)
+    predicts for the first `n_texts` texts of `data`."""
+    import numpy
+    import spacy
+    from spacy.tokens import DocBin
 
-name_or_path, data = sys.argv[1], sys.argv[2]
-nlp = spacy.load(name_or_path)
-for name in nlp.pipe_names:  # compare NER tag probabilities too, not just the decoded entities
-    if nlp.get_pipe_meta(name).factory == "mlm_ner":
-        nlp.get_pipe(name).cfg["store_probs"] = True
-texts = [doc.text for doc in DocBin().from_disk(data).get_docs(nlp.vocab)][:int(sys.argv[3])]
-out = []
-for doc in nlp.pipe(texts):
-    enc = doc._.get("mlm_encoding") if doc.has_extension("mlm_encoding") else None
-    probs = doc._.get("tag_probs") if doc.has_extension("tag_probs") else None
-    out.append({
-        "ents": [[e.start, e.end, e.label_] for e in doc.ents],
-        "cats": doc.cats,
-        "hidden": None if enc is None else numpy.asarray(enc.hidden).tolist(),
-        "tag_probs": None if probs is None else numpy.asarray(probs).tolist(),
-    })
-print(json.dumps({"pipeline": nlp.pipe_names, "docs": out}))
-"""
+    nlp = spacy.load(name_or_path)
+    for name in nlp.pipe_names:  # compare NER tag probabilities too, not just the decoded entities
+        if nlp.get_pipe_meta(name).factory == "mlm_ner":
+            nlp.get_pipe(name).cfg["store_probs"] = True
+    texts = [doc.text for doc in DocBin().from_disk(data).get_docs(nlp.vocab)][:n_texts]
+    out = []
+    for doc in nlp.pipe(texts):
+        enc = doc._.get("mlm_encoding") if doc.has_extension("mlm_encoding") else None
+        probs = doc._.get("tag_probs") if doc.has_extension("tag_probs") else None
+        out.append({
+            "ents": [[e.start, e.end, e.label_] for e in doc.ents],
+            "cats": doc.cats,
+            "hidden": None if enc is None else numpy.asarray(enc.hidden).tolist(),
+            "tag_probs": None if probs is None else numpy.asarray(probs).tolist(),
+        })
+    return {"pipeline": nlp.pipe_names, "docs": out}
 
 
-def predict(name_or_path: str, data: Path, env=None, cwd=None) -> dict:
+def predictions_in_a_clean_process(package: str, data: Path, env: dict, cwd: str) -> dict:
+    """`predictions` of an installed package, in a new interpreter that sees only
+    `env`'s PYTHONPATH and runs in `cwd` (so nothing resolves to the training outputs)."""
     proc = subprocess.run(
-        [sys.executable, "-c", PREDICT, name_or_path, str(data), str(N_TEXTS)],
+        [sys.executable, str(Path(__file__).resolve()), PREDICT, package, str(data), str(N_TEXTS)],
         stdout=subprocess.PIPE, text=True, env=env, cwd=cwd, check=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -81,7 +84,7 @@ def compare(before: dict, after: dict) -> list:
 def main(model: str, sdist: str, data: str) -> int:
     model_path, sdist_path, data_path = Path(model).resolve(), Path(sdist).resolve(), Path(data).resolve()
     package = sdist_path.name.rsplit("-", 1)[0]  # en_<name>-<version>.tar.gz
-    before = predict(str(model_path), data_path)
+    before = predictions(str(model_path), str(data_path), N_TEXTS)  # the directory, in this process
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "site"
         subprocess.run(
@@ -91,7 +94,7 @@ def main(model: str, sdist: str, data: str) -> int:
         )
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")]),
                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        after = predict(package, data_path, env=env, cwd=tmp)
+        after = predictions_in_a_clean_process(package, data_path, env, tmp)
     problems = compare(before, after)
     n_ents = sum(len(d["ents"]) for d in before["docs"])
     if problems:
@@ -103,4 +106,7 @@ def main(model: str, sdist: str, data: str) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == [PREDICT]:
+        print(json.dumps(predictions(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        sys.exit(0)
     sys.exit(main(*sys.argv[1:4]))

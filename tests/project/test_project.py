@@ -38,8 +38,10 @@ def project_run(tiny_model_dir, tmp_path_factory):
         "n_samples": 50,
     }
     overrides = [f"--vars.{key}={value}" for key, value in tiny.items()]
+    # `spacy project run all` with each python command forked from one interpreter that imported
+    # torch, spaCy and transformers once (run_forked.py says why and what stays the same)
     proc = subprocess.run(
-        [sys.executable, "-m", "spacy", "project", "run", "all", str(project), *overrides],
+        [sys.executable, str(Path(__file__).with_name("run_forked.py")), "all", str(project), *overrides],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     assert proc.returncode == 0, proc.stdout[-6000:]

@@ -1,6 +1,7 @@
 """Memory bounded by the input, not by its longest line: corpus readers cut a
 long line into segments of at most `MAX_SEGMENT_CHARS` characters before any
 tokenizer sees it, and `tokenize_documents` hands the tokenizer bounded chunks."""
+import json
 import os
 import random
 import subprocess
@@ -13,15 +14,32 @@ from spacy_mlm.readers.common import MAX_SEGMENT_CHARS, bounded_segments
 from spacy_mlm.readers.corpus import read_corpus
 from spacy_mlm.testing import SAMPLE_TEXT
 
-PEAK_OF_TOKENIZING = """
-import resource, sys
+# One interpreter imports the libraries once (seconds), then tokenizes each file in
+# a child forked from it, so that each file starts from the same heap, as in a fresh
+# process. The child's peak RSS is reset to its current RSS before it tokenizes
+# (`5` to /proc/self/clear_refs): at the fork it is the parent's RSS, pages the
+# child has not touched yet included.
+PEAKS_OF_TOKENIZING = """
+import json, os, resource, sys
 from transformers import AutoTokenizer
 from spacy_mlm.pretraining.data import tokenize_documents
 from spacy_mlm.readers.corpus import read_corpus
-tokenizer = AutoTokenizer.from_pretrained(sys.argv[2])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-pieces = sum(len(s[0]) for d in tokenize_documents(tokenizer, read_corpus(sys.argv[1])) for s in d)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, pieces)
+peaks = {}
+for path in sys.argv[2:]:
+    read, write = os.pipe()
+    if os.fork() == 0:
+        tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        pieces = sum(len(s[0]) for d in tokenize_documents(tokenizer, read_corpus(path)) for s in d)
+        os.write(write, json.dumps([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, pieces]).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as child:
+        peaks[os.path.basename(path)] = json.loads(child.read())
+    assert os.waitstatus_to_exitcode(os.wait()[1]) == 0
+print(json.dumps(peaks))
 """
 
 
@@ -31,12 +49,11 @@ def test_a_long_single_line_takes_no_more_memory_than_the_same_text_in_lines(tmp
     sentences = [rng.choice(SAMPLE_TEXT) for _ in range(40_000)]  # 1.8 MB
     (tmp_path / "lines.txt").write_text("\n".join(sentences) + "\n", encoding="utf8")
     (tmp_path / "one_line.txt").write_text(" ".join(sentences) + "\n", encoding="utf8")
-    peaks = {}
-    for name in ("lines.txt", "one_line.txt"):
-        done = subprocess.run([sys.executable, "-c", PEAK_OF_TOKENIZING, str(tmp_path / name), str(tiny_model_dir)],
-                              capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
-        assert done.returncode == 0, done.stderr[-2000:]
-        peaks[name] = [int(x) for x in done.stdout.split()]
+    done = subprocess.run([sys.executable, "-c", PEAKS_OF_TOKENIZING, str(tiny_model_dir), str(tmp_path / "lines.txt"),
+                           str(tmp_path / "one_line.txt")],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    peaks = json.loads(done.stdout.strip().splitlines()[-1])
     assert peaks["lines.txt"][1] == peaks["one_line.txt"][1]  # the same pieces
     assert peaks["one_line.txt"][0] <= 1.25 * peaks["lines.txt"][0], peaks
 
