@@ -91,6 +91,12 @@ setup(
             "spacy_mlm.regression_scorer.v1 = spacy_mlm.scoring.regression:make_regression_scorer",
             "spacy_mlm.wic_scorer.v1 = spacy_mlm.scoring.wic:make_wic_scorer",
         ],
+        "srsly_msgpack_encoders": [
+            "spacy_mlm_doc_encoding = spacy_mlm.models.encoding_codec:encode_doc_encoding",
+        ],
+        "srsly_msgpack_decoders": [
+            "spacy_mlm_doc_encoding = spacy_mlm.models.encoding_codec:decode_doc_encoding",
+        ],
         "spacy_callbacks": [
             "spacy_mlm.atomic_to_disk.v1 = spacy_mlm.util.save:make_atomic_to_disk",
         ],

@@ -36,7 +36,8 @@ def setup_entry_points():
 
 def registry_group(decorator: ast.expr):
     """The entry-point group of `@registry.X("...")` (the registry's own namespace: spacy_architectures,
-    thinc_optimizers, ...) or of `@Language.factory("...")`; None for any other decorator."""
+    thinc_optimizers, ...), of `@srsly.msgpack_encoders("...")` / `msgpack_decoders` or of
+    `@Language.factory("...")`; None for any other decorator."""
     from spacy.util import registry
 
     if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
@@ -47,6 +48,10 @@ def registry_group(decorator: ast.expr):
         return FACTORY_GROUP
     if owner == "registry":
         return getattr(registry, attribute).entry_point_namespace
+    if owner == "srsly":  # srsly's msgpack codecs
+        import srsly
+
+        return getattr(srsly, attribute).entry_point_namespace
     return None
 
 
@@ -115,7 +120,7 @@ def test_every_registered_name_has_its_entry_point():
 
 
 FRESH_PROCESS = """
-import sys, spacy
+import sys, spacy, srsly
 from spacy.util import registry
 nlp = spacy.blank("en")  # a Language imports every spacy_factories entry point
 nlp.add_pipe("mlm_ner")
@@ -123,6 +128,8 @@ for spec in sys.argv[2:]:
     group, name, target = spec.split(" ")
     if group == "spacy_factories":
         found = registry.factories.get(name)  # what the decorator registered
+    elif group.startswith("srsly_"):  # srsly's msgpack codecs
+        found = getattr(srsly, group[len("srsly_"):]).get(name)
     else:
         (found,) = [getattr(registry, attribute).get(name) for attribute in registry.get_registry_names()
                     if getattr(registry, attribute).entry_point_namespace == group]

@@ -20,17 +20,15 @@ never reads, and its Docs keep their encodings as the encoder set them.
 A `DocEncoding` travels: `srsly` msgpack (so `doc.to_bytes()`, `DocBin(
 store_user_data=True)`, `nlp.pipe(n_process=N)`), pickle and `copy.deepcopy`
 write its tensors as host arrays (`to_dict`) and read them back as CPU tensors.
-The msgpack encoder and decoder are registered with srsly when this module is
-imported (the `mlm_encoder` factory's module imports it, so `spacy.load` of a
-pipeline with our components does); not as srsly entry points, which srsly
-loads while spaCy itself is being imported.
+The msgpack encoder and decoder (models/encoding_codec.py) are registered
+through srsly's entry points, so a process that never imported spacy_mlm reads
+them too.
 """
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
-import srsly
 import torch
 from spacy.tokens import Doc
 
@@ -41,8 +39,6 @@ from .pooling import pool_tokens
 
 ENCODING_ATTR = "mlm_encoding"
 STORE_ENCODINGS = ("device", "host", "none")
-# the key that marks a DocEncoding in msgpack data
-MSGPACK_KEY = "__spacy_mlm_doc_encoding__"
 
 
 def install_encoding_extension() -> None:
@@ -183,19 +179,3 @@ def _on_host(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
 
 def _tensor_from_data(value: Optional[np.ndarray]) -> Optional[torch.Tensor]:
     return None if value is None else torch.from_numpy(np.array(value))  # a copy: msgpack's arrays are read-only
-
-
-@srsly.msgpack_encoders("spacy_mlm_doc_encoding")
-def encode_doc_encoding(obj: Any, chain=None) -> Any:
-    """srsly msgpack encoder: a `DocEncoding` as `{MSGPACK_KEY: to_dict()}`."""
-    if isinstance(obj, DocEncoding):
-        return {MSGPACK_KEY: obj.to_dict()}
-    return obj if chain is None else chain(obj)
-
-
-@srsly.msgpack_decoders("spacy_mlm_doc_encoding")
-def decode_doc_encoding(obj: Any, chain=None) -> Any:
-    """srsly msgpack decoder of `encode_doc_encoding`'s output."""
-    if isinstance(obj, dict) and MSGPACK_KEY in obj:
-        return DocEncoding.from_dict(obj[MSGPACK_KEY])
-    return obj if chain is None else chain(obj)

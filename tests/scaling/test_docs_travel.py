@@ -4,6 +4,8 @@ predicts what it did; `store_encoding` decides what stays on the Doc."""
 import copy
 import gc
 import pickle
+import subprocess
+import sys
 import weakref
 
 import numpy
@@ -83,6 +85,24 @@ def test_an_encoding_travels_through_msgpack():
     assert torch.equal(back.hidden_tensor, hidden) and back.layers_tensor is None and back.pooled_tensor is None
     assert back.pieces == ["a", "b", "##c"] and back.alignment.pieces_of(1).tolist() == [1, 2]
     numpy.testing.assert_array_equal(back.token_vectors("mean"), encoding.token_vectors("mean"))
+
+
+def test_a_process_that_never_imported_spacy_mlm_reads_an_encoding(tmp_path):
+    """The codec comes through srsly's entry points, and costs plain msgpack users nothing."""
+    hidden = torch.ones(2, 3)
+    alignment = spacy_mlm.tokenization.align.align_pieces_to_tokens([0], [1], [0, 1], [1, 1])
+    encoding = DocEncoding(numpy.array([5, 6]), numpy.array([[0, 1], [1, 1]]), alignment, hidden, hidden[0])
+    (tmp_path / "data.msgpack").write_bytes(srsly.msgpack_dumps({"x": encoding}))
+    script = (
+        "import sys, srsly\n"
+        "assert srsly.msgpack_loads(srsly.msgpack_dumps({'a': [1]})) == {'a': [1]}\n"
+        "assert 'torch' not in sys.modules and 'spacy_mlm.models.encoding' not in sys.modules\n"
+        "x = srsly.msgpack_loads(open(sys.argv[1], 'rb').read())['x']\n"
+        "print(type(x).__module__, type(x).__name__, x.hidden_tensor.sum().item())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data.msgpack")], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.split() == ["spacy_mlm.models.encoding", "DocEncoding", "6.0"]
 
 
 @pytest.mark.parametrize("store", ["device", "host", "none"])
