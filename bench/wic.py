@@ -87,7 +87,7 @@ def our_corpus_vectors(nlp, texts, batch_size, max_vectors):
 
 def with_static(pooled: numpy.ndarray, states: numpy.ndarray, axis: int) -> numpy.ndarray:
     """[pooled | hidden state 0] side by side: the input of a chain starting with
-    remove_static (what `spacy_mlm.similarity.layers.transform_input` builds)."""
+    remove_static (what `mlm_vectors`' `transform_input` builds)."""
     return numpy.concatenate([pooled, numpy.take(states, 0, axis=axis)], axis=1)
 
 

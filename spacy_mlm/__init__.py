@@ -55,7 +55,6 @@ _EXPORTS = {
     "tags_to_spans": ("spacy_mlm.tagging.schemes", "tags_to_spans"),
     # Contextual word vectors, word in context, word senses
     "restore_vector_hooks": ("spacy_mlm.similarity.hooks", "restore_vector_hooks"),
-    "contextual_token_vectors": ("spacy_mlm.similarity.layers", "contextual_token_vectors"),
     "layer_indices": ("spacy_mlm.similarity.layers", "layer_indices"),
     "docs_before": ("spacy_mlm.vectors_pipeline", "docs_before"),
     "make_vectors_pipeline": ("spacy_mlm.vectors_pipeline", "make_vectors_pipeline"),

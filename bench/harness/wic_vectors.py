@@ -4,7 +4,7 @@ settings and context weights, and the threshold evaluation of a setting."""
 import numpy
 
 from spacy_mlm import (
-    contextual_token_vectors, cosine_rows, docs_before, layer_indices, mix_context, target_span,
+    cosine_rows, docs_before, layer_indices, mix_context, target_span,
     threshold_evaluation,
 )
 
@@ -26,7 +26,7 @@ def layer_choices(n_states: int):
 def per_layer_token_vectors(doc) -> numpy.ndarray:
     """(n_states, n_tokens, width): every hidden state pooled per token (mean of pieces)."""
     enc = doc._.mlm_encoding
-    return numpy.stack([contextual_token_vectors(enc, "mean", k, 1) for k in range(enc.layers.shape[0])])
+    return numpy.stack([enc.token_vectors("mean", k) for k in range(enc.layers.shape[0])])
 
 
 def span_mean(rows: numpy.ndarray) -> numpy.ndarray:

@@ -269,6 +269,11 @@ def _piece_vectors(model: Model, docs: Sequence[Doc]) -> np.ndarray:
     return torch.cat(batch.hidden).float().cpu().numpy() if batch.hidden else np.zeros((0, model.get_dim("nO")))
 
 
+def n_hidden_states(model: Model) -> int:
+    """The loaded transformer's hidden states: the embeddings and every layer."""
+    return int(get_hf_model(model).config.num_hidden_layers) + 1
+
+
 def get_hf_model(model: Model):
     if not model.shims:
         raise NotInitializedError(

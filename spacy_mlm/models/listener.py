@@ -14,6 +14,13 @@ gradients back, so nothing is converted on the way; any other model, such as
 spaCy's own `ner`, `tagger` or `textcat`, gets thinc arrays that share the
 tensors' memory (numpy on CPU, cupy on GPU, no copy). The width is the
 encoder's: the encoder component sets it on its listeners when it loads.
+
+`EncoderLayersListener.v1` gives each token's vectors of chosen hidden states
+(embeddings and every layer), pooled per layer: what `mlm_vectors` averages and
+the sense head of `mlm_senses` mixes. Those states are kept by an encoder built
+with `output_hidden_states = true` at prediction time, so a component reading
+them listens to a frozen encoder that annotates (its Docs' `doc._.mlm_encoding`,
+also in `spacy train`: `frozen_components` and `annotating_components`).
 """
 import logging
 from dataclasses import dataclass
@@ -26,13 +33,13 @@ from spacy.ml.models.tok2vec import Tok2VecListener
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model, get_current_ops, get_torch_default_device, torch2xp, xp2torch
-from thinc.types import Floats2d, Ragged
+from thinc.types import Floats2d, Floats3d, Ragged
 
 from ..errors import SettingError, SpacyMlmError
 from ..tokenization.pair import PAIR_ATTR
-from ..util.settings import INT, TEXT, check_settings, optional
+from ..util.settings import INT, INTS, TEXT, check_settings, optional
 from .encoding import ENCODING_ATTR, EncoderBatch
-from .pooling import DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_rows, pool_doc
+from .pooling import DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_rows, pool_doc, pool_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +56,22 @@ class PieceRows:
     pieces_per_token: torch.Tensor  # (n_tokens,) long; 0 for a token without pieces
 
 
+@dataclass
+class LayerRows:
+    """One doc's per-layer token vectors as a torch head reads them from
+    `EncoderLayersListener.v1` (other readers get the `rows` array alone)."""
+
+    rows: torch.Tensor  # (n_tokens, n_layers, width)
+    parts: List[int]  # tokens of each text the encoder read apart: [n_tokens], or a pair Doc's two sides
+
+
 def read_as_torch(listener: Model) -> None:
     """Make `listener` hand its reader torch tensors (and take torch gradients
     back) instead of thinc arrays: what every torch head of the package does."""
     if not isinstance(listener, EncoderListener):
         raise SpacyMlmError(
-            f"a spacy_mlm head reads the encoder through spacy_mlm.EncoderListener.v1 or EncoderPieceListener.v1, "
+            f"a spacy_mlm head reads the encoder through spacy_mlm.EncoderListener.v1, EncoderPieceListener.v1 or "
+            f"EncoderLayersListener.v1, "
             f"got the model {listener.name!r} as its tok2vec"
         )
     listener.attrs[TORCH_OUTPUTS] = True
@@ -63,15 +80,19 @@ def read_as_torch(listener: Model) -> None:
 class EncoderListener(Model):
     name = "mlm_encoder_listener"
 
-    def __init__(self, upstream_name: str, width: Optional[int], pooling: str):
-        if pooling not in TOKEN_POOLINGS + DOC_POOLINGS + (PIECES,):
+    def __init__(self, upstream_name: str, width: Optional[int], pooling: str, layers=None):
+        """layers: None (the top layer, as every listener but `EncoderLayersListener.v1`
+        reads), ALL_STATES or a list of hidden-state indices (see that builder)."""
+        poolings = TOKEN_POOLINGS if layers is not None else TOKEN_POOLINGS + DOC_POOLINGS + (PIECES,)
+        if pooling not in poolings:
             raise SettingError(
-                f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS + DOC_POOLINGS)}"
+                f"unknown pooling {pooling!r}: expected one of {', '.join(p for p in poolings if p != PIECES)}"
             )
         self.width_factor = POOLING_WIDTH_FACTOR.get(pooling, 1)
         nO = None if width is None else width * self.width_factor
         Model.__init__(self, name=self.name, forward=listener_forward, dims={"nO": nO},
-                       attrs={"pooling": pooling, TORCH_OUTPUTS: False})
+                       attrs={"pooling": pooling, "layers": layers, TORCH_OUTPUTS: False})
+        self.n_states: Optional[int] = None  # the encoder's hidden states (embeddings + layers), set when it loads
         self.upstream_name = upstream_name
         self._batch_id: Optional[int] = None
         self._outputs: Optional[EncoderBatch] = None
@@ -99,10 +120,12 @@ class EncoderListener(Model):
             raise SpacyMlmError(Errors.E953.format(id1=batch_id, id2=self._batch_id))
         return True
 
-    def set_width(self, width: int) -> None:
-        """Take the encoder's width (the encoder calls this when it loads); a
-        width given in the config must agree with it. The output is that wide,
-        or a multiple of it for "pair_mean"."""
+    def set_width(self, width: int, n_states: Optional[int] = None) -> None:
+        """Take the encoder's width and number of hidden states (the encoder
+        calls this when it loads); a width given in the config must agree with
+        it. The output is that wide, or a multiple of it for "pair_mean"."""
+        if n_states is not None:
+            self.n_states = n_states
         if self.has_dim("nO") and self.get_dim("nO") != width * self.width_factor:
             raise SpacyMlmError(
                 f"the listener was configured with width = {self.get_dim('nO') // self.width_factor} but the encoder "
@@ -140,12 +163,68 @@ def build_encoder_piece_listener_v1(width: Optional[int] = None, upstream: str =
     return EncoderListener(upstream, width, PIECES)
 
 
+ALL_STATES = "all"
+TOP_LAYER = [-1]
+
+
+@registry.architectures("spacy_mlm.EncoderLayersListener.v1")
+def build_encoder_layers_listener_v1(
+    layers: Optional[List[int]] = TOP_LAYER, pooling: str = "mean", width: Optional[int] = None, upstream: str = "*"
+) -> Model[List[Doc], List[Floats3d]]:
+    """Each token's vectors of chosen hidden states, pooled per state
+    (first/mean/last/max over its pieces): (n_tokens, len(layers), width) per doc.
+
+    layers: indices into the encoder's hidden states, 0 = the embeddings, -1 =
+        the top layer (negative count from the top); null = every state in order.
+        [-1] alone reads the encoder's output as the other listeners do; any
+        other choice needs the encoder built with output_hidden_states = true.
+        The encoder keeps those states at prediction time only: the listening
+        component reads a frozen encoder that annotates.
+    A torch head gets `LayerRows` (the rows and the token counts of a pair Doc's
+    sides, which the encoder reads apart with `pairs = "apart"`), any other
+    model the rows as a thinc array. width: as for the EncoderListener."""
+    check_listener_settings(width, upstream)
+    check_settings("spacy_mlm.EncoderLayersListener", layers=(layers, optional(INTS)))
+    return EncoderListener(upstream, width, pooling, ALL_STATES if layers is None else list(layers))
+
+
 def check_listener_settings(width: Optional[int], upstream: str) -> None:
     check_settings("spacy_mlm.EncoderListener", width=(width, optional(INT), ">= 1"), upstream=(upstream, TEXT))
 
 
-def _pool(pooling: str, hidden: torch.Tensor, cls: torch.Tensor, pooled: Optional[torch.Tensor], alignment,
-          doc: Doc) -> torch.Tensor:
+def state_indices(layers, n_states: int) -> List[int]:
+    """The hidden-state indices a layers listener reads, counted from 0 (the embeddings)."""
+    if layers == ALL_STATES:
+        return list(range(n_states))
+    bad = [k for k in layers if not -n_states <= k < n_states]
+    if bad or not layers:
+        raise SettingError(
+            f"EncoderLayersListener layers = {layers}: the encoder has {n_states} hidden states "
+            f"(0 = the embeddings ... {n_states - 1} = the top layer, or -1 ... -{n_states})"
+        )
+    return [k % n_states for k in layers]
+
+
+def _layer_rows(model: "EncoderListener", hidden: torch.Tensor, layers: Optional[torch.Tensor], alignment) -> torch.Tensor:
+    """(n_tokens, n_chosen, width): each chosen state pooled per token."""
+    chosen, pooling = model.attrs["layers"], model.attrs["pooling"]
+    if chosen == TOP_LAYER:
+        return pool_tokens(hidden, alignment, pooling)[:, None]
+    if layers is None:
+        raise SpacyMlmError(
+            f"a listener reading the encoder's hidden states {'every one' if chosen == ALL_STATES else chosen} needs "
+            "them kept: build the mlm_encoder model with output_hidden_states = true, and freeze that encoder "
+            "(it keeps them at prediction time only: in spacy train, list it in frozen_components and "
+            "annotating_components)"
+        )
+    return torch.stack([pool_tokens(layers[k], alignment, pooling) for k in state_indices(chosen, len(layers))], dim=1)
+
+
+def _pool(model: "EncoderListener", hidden: torch.Tensor, cls: torch.Tensor, pooled: Optional[torch.Tensor],
+          layers: Optional[torch.Tensor], alignment, doc: Doc) -> torch.Tensor:
+    pooling = model.attrs["pooling"]
+    if model.attrs["layers"] is not None:
+        return _layer_rows(model, hidden, layers, alignment)
     if pooling == PIECES:
         return piece_rows(hidden, alignment)
     pair_start = doc._.get(PAIR_ATTR) if pooling == "pair_mean" and Doc.has_extension(PAIR_ATTR) else None
@@ -164,11 +243,18 @@ def _check_pooler(model: EncoderListener, has_pooled: bool) -> None:
         )
 
 
-def _output(model: EncoderListener, rows: torch.Tensor, pieces_per_token):
+def _parts(doc: Doc) -> List[int]:
+    start = doc._.get(PAIR_ATTR) if Doc.has_extension(PAIR_ATTR) else None
+    return [len(doc)] if start is None else [start, len(doc) - start]
+
+
+def _output(model: EncoderListener, rows: torch.Tensor, pieces_per_token, doc: Doc):
     """What the reader gets for one doc: the rows as they are for a torch head,
     as thinc arrays sharing their memory for any other model."""
     pieces = model.attrs["pooling"] == PIECES
     if model.attrs[TORCH_OUTPUTS]:
+        if model.attrs["layers"] is not None:
+            return LayerRows(rows, _parts(doc))
         if not pieces:
             return rows
         return PieceRows(rows, torch.as_tensor(pieces_per_token, dtype=torch.long, device=rows.device))
@@ -180,9 +266,14 @@ def _empty(model: EncoderListener, doc: Doc):
     """Zeros for a doc the encoder has not seen (spaCy initializes downstream
     models on such docs)."""
     pooling = model.attrs["pooling"]
+    if model.attrs["layers"] is not None:  # its readers (mlm_vectors, mlm_senses) read annotated Docs only
+        raise SpacyMlmError(
+            f"the Doc {doc.text[:40]!r} has no doc._.{ENCODING_ATTR} to read: run it through the pipeline's "
+            "mlm_encoder first (with store_encoding = \"host\" or \"device\" when it is read more than once)"
+        )
     n_rows = 0 if pooling == PIECES else 1 if pooling in DOC_POOLINGS else len(doc)
     rows = torch.zeros((n_rows, model.get_dim("nO")), device=get_torch_default_device())
-    return _output(model, rows, numpy.zeros(len(doc), dtype="int32"))
+    return _output(model, rows, numpy.zeros(len(doc), dtype="int32"), doc)
 
 
 def _gradient(model: EncoderListener, d_output) -> torch.Tensor:
@@ -192,18 +283,19 @@ def _gradient(model: EncoderListener, d_output) -> torch.Tensor:
     return xp2torch(d_output.data if isinstance(d_output, Ragged) else d_output)
 
 
+
 def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
-    pooling = model.attrs["pooling"]
     if is_train and model._outputs is not None and model._batch_id == model.get_batch_id(docs):
         batch = model._outputs
         if model.needs_width(int(batch.cls.shape[-1])):
             model.set_width(int(batch.cls.shape[-1]))
         _check_pooler(model, batch.pooled is not None)
         pooled = [
-            _pool(pooling, h, batch.cls[i], None if batch.pooled is None else batch.pooled[i], a, doc)
+            _pool(model, h, batch.cls[i], None if batch.pooled is None else batch.pooled[i],
+                  None if batch.layers is None else batch.layers[i], a, doc)
             for i, (h, a, doc) in enumerate(zip(batch.hidden, batch.alignments, docs))
         ]
-        outputs = [_output(model, p, a.lengths()) for p, a in zip(pooled, batch.alignments)]
+        outputs = [_output(model, p, a.lengths(), doc) for p, a, doc in zip(pooled, batch.alignments, docs)]
 
         def backprop(d_outputs) -> List[Doc]:
             """d_outputs: torch tensors (rows only, for pieces) for a torch head, thinc arrays otherwise."""
@@ -222,10 +314,10 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         if model.needs_width(encoding.width):
             model.set_width(encoding.width)
         _check_pooler(model, encoding.pooled_tensor is not None)
-        rows = _pool(pooling, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.alignment,
-                     doc)
+        rows = _pool(model, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.layers_tensor,
+                     encoding.alignment, doc)
         # an encoding kept on the host (store_encoding = "host", or read from bytes) goes to the model's device
-        outputs.append(_output(model, rows.to(get_torch_default_device()), encoding.alignment.lengths()))
+        outputs.append(_output(model, rows.to(get_torch_default_device()), encoding.alignment.lengths(), doc))
         encoding.read_by(doc, model)
     return outputs, lambda d_outputs: []
 

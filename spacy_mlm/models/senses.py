@@ -4,17 +4,18 @@ vectors to a space where cosine means "same sense in context".
 For a token with per-layer vectors x_0 (the embedding layer) ... x_L and its
 sentence's per-layer mean vectors y_0 ... y_L it returns
 
-    (1 + s) * (v(x) + c * v(y)),   v(x) = sum_k softmax(a)_k x_k - b * x_0
+    [ norm((1 + s) * v_a(x)),  exp(g) * norm((1 + r) * v_b(y)) ],
+    v_a(x) = sum_k softmax(a)_k x_k - b * x_0  (v_b likewise, its own logits and b)
 
-with learned layer logits a (which layers carry word sense differs by model:
+with learned layer logits (which layers carry word sense differs by model:
 the middle ones beat the top one on WiC for MiniLM), b (how much of the
 word's context-free embedding to take out, as the remove_static transform
-does: two occurrences of a word share it whatever their senses), c (how much
+does: two occurrences of a word share it whatever their senses), g (how much
 the sentence decides the sense: with a small encoder the word's own vector
-holds little of its context) and a per-dimension scale s. All start at zero
-(a uniform layer mix, nothing removed, no sentence, no rescaling) and the
-optimizer's weight decay pulls them back there, so training moves away from
-the plain layer mix only as far as the pairs ask.
+holds little of its context) and per-dimension scales s, r. All start at zero
+(a uniform layer mix, nothing removed, no rescaling) and the optimizer's
+weight decay pulls them back there, so training moves away from the plain
+layer mix only as far as the pairs ask.
 
 Why a diagonal scale and not a full width x width projection: on WiC train
 pairs split by target word (the dev words are mostly unseen in train), a full
@@ -27,67 +28,44 @@ the mean, and tokens without pieces stay zero. The learned scale and bias of
 the pair loss (`spacy_mlm.similarity.losses`) live here too, so they are
 trained and saved with the head.
 
-`spacy_mlm.SenseHead.v2` (`SenseHeadV2`, the default since issue 19's second
-round) keeps the word and the sentence apart, side by side, each normalized,
-instead of summing them: on the same by-word split of WiC train (three
-seeds) it held out 0.652 against 0.639 for v1 (docs/similarity.md).
+Word and sentence side by side, each normalized, rather than summed (the
+first round's head): on the same by-word split of WiC train (three seeds) it
+held out 0.652 against 0.639 (docs/similarity.md).
 
-`spacy_mlm.SenseHead.v1` / `.v2` wrap them for thinc (`models/torch_head.py`,
-the seam every torch head shares): input one `DocEncoding` per sentence (built
-with every layer's output), output the (n_tokens, width) vectors of all their
-tokens in one tensor, in order. In training the component's loss gives their
+`spacy_mlm.SenseHead.v3` wraps it for thinc (`models/torch_head.py`, the seam
+every torch head shares): it reads the encoder through its listener,
+`spacy_mlm.EncoderLayersListener.v1` with every hidden state, as every head
+does, and outputs the vectors of all the Docs' tokens in one tensor, in order.
+A token's sentence is its Doc, or its side of a pair Doc (which the encoder
+reads apart, `pairs = "apart"`). In training the component's loss gives their
 gradient, which backprop pushes through the head (the encoder stays frozen).
 """
 import math
-from typing import List, Optional
+from typing import List
 
 import torch
 from spacy.util import registry
 from thinc.api import Model
 
-from ..errors import SpacyMlmError
-from ..util.settings import FLAG, NUMBER, check_settings
-from .encoding import DocEncoding
-from .pooling import TOKEN_POOLINGS, pool_tokens
+from spacy.tokens import Doc
+
+from ..errors import SettingError, SpacyMlmError
+from ..util.settings import NUMBER, check_settings
+from .listener import ALL_STATES, EncoderListener, LayerRows
 from .torch_head import build_torch_head, torch_module
 
 
 class SenseHead(torch.nn.Module):
-    def __init__(self, width: int, n_states: int, context: bool, init_scale: float):
-        super().__init__()
-        self.layer_logits = torch.nn.Parameter(torch.zeros(n_states))
-        self.static = torch.nn.Parameter(torch.tensor(0.0))
-        self.context = torch.nn.Parameter(torch.tensor(0.0)) if context else None
-        self.scale = torch.nn.Parameter(torch.zeros(width))
-        self.log_scale = torch.nn.Parameter(torch.tensor(math.log(init_scale)))
-        self.bias = torch.nn.Parameter(torch.tensor(0.0))
-
-    def layer_weights(self) -> torch.Tensor:
-        return torch.softmax(self.layer_logits, dim=0)
-
-    def _mix(self, states: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("s,nsw->nw", self.layer_weights(), states) - self.static * states[:, 0]
-
-    def forward(self, tokens: torch.Tensor, sentences: torch.Tensor) -> torch.Tensor:
-        """tokens, sentences: (n, n_states, width) per-layer vectors of each
-        token and of its sentence; returns (n, width)."""
-        out = self._mix(tokens)
-        if self.context is not None:
-            out = out + self.context * self._mix(sentences)
-        return out * (1.0 + self.scale)
-
-
-class SenseHeadV2(torch.nn.Module):
     """The word and its sentence side by side instead of summed:
 
         [ norm((1 + s) * v_a(x)),  exp(g) * norm((1 + r) * v_b(y)) ]
 
-    with v_a, v_b as in `SenseHead` (each its own layer mix and share of the
-    embedding layer taken out) and a learned weight exp(g) of the sentence
-    part. The cosine of two such vectors is a weighted mean of the word's
-    cosine and the sentence's, (cos_a + e^{2g} cos_b) / (1 + e^{2g}), so
-    neither side's length can drown the other (in the sum of `SenseHead` a
-    long sentence vector does). Tokens without pieces stay zero."""
+    with v_a, v_b as in the module docstring (each its own layer mix and share
+    of the embedding layer taken out) and a learned weight exp(g) of the
+    sentence part. The cosine of two such vectors is a weighted mean of the
+    word's cosine and the sentence's, (cos_a + e^{2g} cos_b) / (1 + e^{2g}), so
+    neither side's length can drown the other (in a sum a long sentence vector
+    does). Tokens without pieces stay zero."""
 
     def __init__(self, width: int, n_states: int, init_scale: float):
         super().__init__()
@@ -113,77 +91,60 @@ class SenseHeadV2(torch.nn.Module):
         return torch.cat([word, self.context.exp() * sent], dim=-1) * present
 
 
-def layer_stacks(encoding: DocEncoding, pooling: str):
-    """(n_tokens, n_states, width) per-layer token vectors of one doc and the
-    (n_tokens, n_states, width) per-layer mean over its tokens with pieces
-    (the sentence), as ordinary tensors (an encoder's inference tensors cannot
-    be saved for backward)."""
-    layers = encoding.layers_tensor
-    if layers is None:
-        raise SpacyMlmError(
-            "the sense head mixes the encoder's layers: build the mlm_encoder model with output_hidden_states = true"
-        )
-    tokens = torch.stack([pool_tokens(layers[k], encoding.alignment, pooling) for k in range(len(layers))], dim=1).clone()
-    present = tokens[:, -1].abs().sum(dim=-1) > 0
-    sentence = tokens[present].mean(dim=0) if bool(present.any()) else tokens.new_zeros(tokens.shape[1:])
-    return tokens, sentence.expand_as(tokens)
+def sentence_states(tokens: torch.Tensor, parts: List[int]) -> torch.Tensor:
+    """(n_tokens, n_states, width): for each token, the per-layer mean over the
+    tokens with pieces of its sentence (a Doc, or one side of a pair Doc)."""
+    sentences = []
+    for rows in torch.split(tokens, parts):
+        present = rows[:, -1].abs().sum(dim=-1) > 0
+        mean = rows[present].mean(dim=0) if bool(present.any()) else rows.new_zeros(rows.shape[1:])
+        sentences.append(mean.expand_as(rows))
+    return torch.cat(sentences) if sentences else tokens
 
 
-@registry.architectures("spacy_mlm.SenseHead.v1")
-def build_sense_head_v1(pooling: str = "mean", context: bool = True, init_scale: float = 10.0) -> Model[List[DocEncoding], List[torch.Tensor]]:
-    """Sense vectors (n_tokens, width) per Doc from its `doc._.mlm_encoding`.
+@registry.architectures("spacy_mlm.SenseHead.v3")
+def build_sense_head_v3(tok2vec: Model, init_scale: float = 10.0) -> Model[List[Doc], torch.Tensor]:
+    """Sense vectors (n_tokens, 2 * width) of the Docs' tokens, in order, in one
+    tensor: the word's normalized layer mix beside its sentence's, with a
+    learned weight (`SenseHead`).
 
-    pooling: how a token's pieces become one vector (per layer): mean | first | last | max.
-    context: add the sentence's (learned weight) to each token's vector (see the module docstring).
+    tok2vec: `spacy_mlm.EncoderLayersListener.v1` with layers = null (every
+        hidden state; its pooling is how a token's pieces become one vector per
+        layer), listening to a frozen encoder with output_hidden_states = true
+        and pairs = "apart".
     init_scale: the starting scale of the pair loss's logits (scale * cosine + bias)."""
-    check_settings("spacy_mlm.SenseHead.v1", context=(context, FLAG))
-    return _sense_head_model(SenseHead, pooling, init_scale, context=bool(context))
-
-
-@registry.architectures("spacy_mlm.SenseHead.v2")
-def build_sense_head_v2(pooling: str = "mean", init_scale: float = 10.0) -> Model[List[DocEncoding], List[torch.Tensor]]:
-    """Sense vectors (n_tokens, 2 * width) per Doc: the target word's normalized
-    layer mix beside its sentence's, with a learned weight (`SenseHeadV2`).
-
-    pooling: how a token's pieces become one vector (per layer): mean | first | last | max.
-    init_scale: the starting scale of the pair loss's logits (scale * cosine + bias)."""
-    return _sense_head_model(SenseHeadV2, pooling, init_scale, version=2)
-
-
-def _sense_head_model(module: type, pooling: str, init_scale: float, **attrs) -> Model:
-    if pooling not in TOKEN_POOLINGS:
-        raise SpacyMlmError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
     check_settings("spacy_mlm.SenseHead", init_scale=(init_scale, NUMBER, "> 0"))
-    return build_torch_head("mlm_sense_head", module, read=_read_layer_stacks, init=_init, dims={"nO": None},
-                            attrs={"pooling": pooling, "init_scale": float(init_scale), **attrs})
+    if not isinstance(tok2vec, EncoderListener) or tok2vec.attrs["layers"] != ALL_STATES:
+        raise SettingError(
+            "the sense head mixes every hidden state: its tok2vec is spacy_mlm.EncoderLayersListener.v1 with "
+            f"layers = null, not {getattr(tok2vec, 'name', tok2vec)!r} with layers = {tok2vec.attrs.get('layers')!r}"
+        )
+    return build_torch_head("mlm_sense_head", SenseHead, tok2vec=tok2vec, read=_read_layer_rows, init=_init,
+                            dims={"nO": None}, attrs={"init_scale": float(init_scale)})
 
 
 def sense_head(model: Model) -> SenseHead:
     return torch_module(model)
 
 
-def _init(model: Model, X: Optional[List[DocEncoding]] = None, Y=None):
-    """Sizes from a sample encoding: its width and number of hidden states."""
-    if not X:
-        raise SpacyMlmError("the sense head is initialized from sample encodings (to read the encoder's width and layers)")
-    tokens, _ = layer_stacks(X[0], model.attrs["pooling"])
-    width = int(tokens.shape[-1])
-    if model.attrs.get("version", 1) == 2:
-        model.set_dim("nO", 2 * width, force=True)
-        model.shims[0].build(width=width, n_states=int(tokens.shape[1]), init_scale=model.attrs["init_scale"])
-    else:
-        model.set_dim("nO", width, force=True)
-        model.shims[0].build(width=width, n_states=int(tokens.shape[1]),
-                             context=model.attrs["context"], init_scale=model.attrs["init_scale"])
+def _init(model: Model, X=None, Y=None):
+    """Sizes from the listener: the encoder's width and number of hidden states,
+    which it takes when the encoder loads."""
+    listener = model.get_ref("tok2vec")
+    if not listener.has_dim("nO") or listener.n_states is None:
+        raise SpacyMlmError("the sense head is sized from its encoder: initialize (or load) the encoder first")
+    width = listener.get_dim("nO")
+    model.set_dim("nO", 2 * width, force=True)
+    model.shims[0].build(width=width, n_states=listener.n_states, init_scale=model.attrs["init_scale"])
     return model
 
 
-def _read_layer_stacks(model: Model, encodings: List[DocEncoding], rows: None):
-    """Every token's per-layer vectors and its sentence's, of all the encodings, on the head's device."""
+def _read_layer_rows(model: Model, X: List[LayerRows], rows: List[torch.Tensor]):
+    """Every token's per-layer vectors and its sentence's, of all the Docs, on the head's device."""
     head = sense_head(model)
-    stacks = [layer_stacks(e, model.attrs["pooling"]) for e in encodings]
-    if not stacks:
+    if not X:
         empty = torch.zeros((0, len(head.layer_logits), len(head.scale)), device=head.layer_logits.device)
         return (empty, empty), {}
-    device = head.layer_logits.device
-    return (torch.cat([t for t, _ in stacks]).to(device), torch.cat([s for _, s in stacks]).to(device)), {}
+    tokens = torch.cat(rows).to(head.layer_logits.device)
+    parts = [n for x in X for n in x.parts]
+    return (tokens, sentence_states(tokens, parts)), {}

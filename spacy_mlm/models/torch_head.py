@@ -8,8 +8,7 @@ A head is a `torch.nn.Module` and two small functions of its own:
   arguments: `X` is the listener's output for each Doc (torch tensors, or
   `PieceRows`: the listener hands torch heads torch tensors, never thinc
   arrays) and `rows` the same rows as autograd leaves, which the module's
-  inputs are built from; a head without a listener (the sense head) reads its
-  input Docs' encodings directly and gets `rows = None`;
+  inputs are built from;
 * `wrap(model, scores, X)` packs the module's output for the component (the
   tagger's `TagScores`; the others hand the tensor itself).
 
@@ -25,10 +24,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 from thinc.api import Model
 
-from .listener import PieceRows, read_as_torch
+from .listener import LayerRows, PieceRows, read_as_torch
 from .torch_shim import TorchShim
 
-Read = Callable[[Model, List, Optional[List[torch.Tensor]]], Tuple[tuple, dict]]
+Read = Callable[[Model, List, List[torch.Tensor]], Tuple[tuple, dict]]
 Wrap = Callable[[Model, torch.Tensor, List], object]
 
 
@@ -38,24 +37,23 @@ def build_torch_head(
     *,
     read: Read,
     init: Callable,
-    tok2vec: Optional[Model] = None,
+    tok2vec: Model,
     wrap: Optional[Wrap] = None,
     dims: Optional[Dict] = None,
     attrs: Optional[Dict] = None,
 ) -> Model:
     """A thinc model running the torch module made by `module(**settings)` (its
-    shim builds it in `init`, once the sizes are known) on `tok2vec`'s output,
-    or on its own input without a `tok2vec`. `read`, `wrap`: see the module
+    shim builds it in `init`, once the sizes are known) on `tok2vec`'s output
+    (the listener). `read`, `wrap`: see the module
     docstring; they must be module-level functions (the model is pickled)."""
-    if tok2vec is not None:
-        read_as_torch(tok2vec)
+    read_as_torch(tok2vec)
     return Model(
         name,
         partial(torch_head_forward, read=read, wrap=wrap),
         init=init,
         dims=dims or {},
-        layers=[] if tok2vec is None else [tok2vec],
-        refs={} if tok2vec is None else {"tok2vec": tok2vec},
+        layers=[tok2vec],
+        refs={"tok2vec": tok2vec},
         shims=[TorchShim(build=module)],
         attrs=attrs or {},
     )
@@ -68,11 +66,8 @@ def torch_module(model: Model) -> torch.nn.Module:
 
 def torch_head_forward(model: Model, inputs: List, is_train: bool, *, read: Read, wrap: Optional[Wrap]):
     head = torch_module(model)
-    if model.has_ref("tok2vec"):
-        X, backprop_X = model.get_ref("tok2vec")(inputs, is_train)
-        leaves = [_rows(x).detach().requires_grad_(True) if is_train else _rows(x) for x in X]
-    else:
-        X, backprop_X, leaves = inputs, None, None
+    X, backprop_X = model.get_ref("tok2vec")(inputs, is_train)
+    leaves = [_rows(x).detach().requires_grad_(True) if is_train else _rows(x) for x in X]
     if not is_train:
         head.eval()
         with torch.inference_mode():
@@ -86,8 +81,6 @@ def torch_head_forward(model: Model, inputs: List, is_train: bool, *, read: Read
     def backprop(d_scores: torch.Tensor) -> List:
         """d_scores: the gradient of the loss for the scores (`loss_and_gradient`)."""
         torch.autograd.backward(scores, d_scores)
-        if backprop_X is None:
-            return []
         return backprop_X([leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves])
 
     return _wrapped(model, wrap, scores.detach(), X), backprop
@@ -106,7 +99,7 @@ def loss_and_gradient(loss_of: Callable[[torch.Tensor], torch.Tensor], scores: t
 
 
 def _rows(x) -> torch.Tensor:
-    return x.rows if isinstance(x, PieceRows) else x
+    return x.rows if isinstance(x, (PieceRows, LayerRows)) else x
 
 
 def _wrapped(model: Model, wrap: Optional[Wrap], scores: torch.Tensor, X: List):

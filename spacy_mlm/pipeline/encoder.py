@@ -17,11 +17,11 @@ from thinc.api import Config, Model, Optimizer
 from ..models.hf import load_backbone, save_backbone
 from ..models.listener import EncoderListener
 from ..models.onnx_backbone import ONNX_FILE, OnnxBackbone
-from ..models.encoder import _set_backbone, get_hf_model, set_inference_graph, to_doc_encodings
+from ..models.encoder import _set_backbone, get_hf_model, n_hidden_states, set_inference_graph, to_doc_encodings
 from ..models.encoding import ENCODING_ATTR, STORE_ENCODINGS, DocEncoding, install_encoding_extension
 from ..errors import ModelLoadError
 from ..tokenization.context import check_context, install_context_extension
-from ..tokenization.pair import install_pair_extension
+from ..tokenization.pair import PAIR_READINGS, install_pair_extension
 from ..util.io import atomic_write_text, directory_from_bytes, directory_to_bytes
 from ..util.save import check_saved_cfg
 from ..util.settings import check_settings, one_of
@@ -49,10 +49,11 @@ DEFAULT_ENCODER_CONFIG = Config().from_str(DEFAULT_ENCODER_MODEL)
     assigns=[f"doc._.{ENCODING_ATTR}"],
     default_config={
         "model": DEFAULT_ENCODER_CONFIG["model"], "context": "none", "context_pieces": 64, "store_encoding": "host",
+        "pairs": "joint",
     },
 )
 def make_mlm_encoder(nlp: Language, name: str, model: Model, context: str, context_pieces: int,
-                     store_encoding: str) -> "MLMEncoder":
+                     store_encoding: str, pairs: str) -> "MLMEncoder":
     """A transformer encoder (BERT, RoBERTa, XLM-R, DistilBERT...) shared by the
     components that listen to it. `model.path` names a local Hugging Face directory.
     Weights load in `nlp.initialize()`, or from the saved pipeline in `spacy.load`.
@@ -62,24 +63,30 @@ def make_mlm_encoder(nlp: Language, name: str, model: Model, context: str, conte
         `context_pieces` pieces of its document on either side: the Doc's other
         sentences and `doc._.mlm_context` (see `tokenization/context.py`); vectors
         are only ever taken for the Doc's own pieces.
-    store_encoding: what `doc._.mlm_encoding` keeps once every listener has read
-        it: "host" (the hidden states moved to the CPU: a GPU process that keeps its
-        Docs keeps its GPU memory flat; `mlm_vectors` and `mlm_senses` read them
-        there), "device" (left on the model's device, no copy) or "none" (set to
-        None: Docs carry no hidden states; `mlm_vectors` then finds none).
-        Entities, cats and vectors are the same whatever it is."""
+    store_encoding: what `doc._.mlm_encoding` keeps once every listener
+        (`mlm_vectors`' and `mlm_senses'` too) has read it: "host" (the hidden
+        states moved to the CPU: a GPU process that keeps its Docs keeps its GPU
+        memory flat), "device" (left on the model's device, no copy) or "none"
+        (set to None: Docs carry no hidden states).
+        Entities, cats and vectors are the same whatever it is.
+    pairs: how a pair Doc (`doc._.mlm_pair_start`) is read: "joint" (`[CLS] A [SEP]
+        B [SEP]`, what a pair classifier reads) or "apart" (each side as a text of
+        its own: the vectors of two separately processed Docs, what `mlm_senses`
+        compares)."""
     install_encoding_extension()
     install_pair_extension()
     install_context_extension()
     return MLMEncoder(nlp.vocab, model, name=name, context=context, context_pieces=context_pieces,
-                      store_encoding=store_encoding)
+                      store_encoding=store_encoding, pairs=pairs)
 
 
 class MLMEncoder(TrainablePipe):
     def __init__(self, vocab, model: Model, name: str = "mlm_encoder", *, context: str = "none",
-                 context_pieces: int = 64, store_encoding: str = "host"):
+                 context_pieces: int = 64, store_encoding: str = "host", pairs: str = "joint"):
         check_context(context, context_pieces)
-        check_settings("mlm_encoder", store_encoding=(store_encoding, one_of(*STORE_ENCODINGS)))
+        check_settings("mlm_encoder", store_encoding=(store_encoding, one_of(*STORE_ENCODINGS)),
+                       pairs=(pairs, one_of(*PAIR_READINGS)))
+        self.pairs = pairs
         self.store_encoding = store_encoding
         self.vocab = vocab
         self.model = model
@@ -106,18 +113,20 @@ class MLMEncoder(TrainablePipe):
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
         if self.model.has_dim("nO"):
-            listener.set_width(self.model.get_dim("nO"))
+            listener.set_width(self.model.get_dim("nO"), n_hidden_states(self.model))
 
     def _loaded(self) -> None:
         """Once the transformer is in: the tokenizer reads in this component's
-        context, and the listeners take the width."""
+        context and pairs so, and the listeners take the width."""
         self.model.attrs["tokenizer"].set_context(self.context, self.context_pieces)
+        self.model.attrs["tokenizer"].pairs = self.pairs
         self._tell_listeners_the_width()
 
     def _tell_listeners_the_width(self) -> None:
-        """Listeners take the loaded encoder's width, so no config has to state it."""
+        """Listeners take the loaded encoder's width (and number of hidden
+        states), so no config has to state it."""
         for listener in self.listeners:
-            listener.set_width(self.model.get_dim("nO"))
+            listener.set_width(self.model.get_dim("nO"), n_hidden_states(self.model))
 
     def remove_listener(self, listener: EncoderListener, component_name: str) -> bool:
         if component_name in self.listener_map and listener in self.listener_map[component_name]:

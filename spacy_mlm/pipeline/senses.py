@@ -2,10 +2,10 @@
 
 Where `mlm_vectors` fits unsupervised transforms, this component learns from
 labelled pairs ("same sense" / "different sense", WiC-style) a head
-(`spacy_mlm.SenseHead.v2`: learned mixes of the encoder's layers for the
+(`spacy_mlm.SenseHead.v3`: learned mixes of the encoder's layers for the
 word and for its sentence, a learned share of the context-free embedding
 taken out, per-dimension rescalings, the word and the sentence normalized and
-side by side with a learned weight; v1 sums them) and writes the
+side by side with a learned weight) and writes the
 projected vectors to `doc._.mlm_vectors` with the same hooks, so that
 `token.similarity`, `span.similarity` and the sense inventory work in the
 learned space. It replaces `mlm_vectors` in a pipeline (whichever of the two
@@ -17,13 +17,16 @@ head, a loss and a tuned threshold; each stays thin, and they share the hooks
 and the sense lookup (`SenseLookup`).
 
 Each token's vector is computed in its own sentence. A pair Doc (`make_pair_doc`,
-what `spacy_mlm.WiCCorpus.v1` yields) is encoded as its two sentences apart,
-not as `[CLS] A [SEP] B [SEP]`, so the vectors it trains on are the ones
-`token.similarity` later compares across two separately processed Docs. So the
-component runs its upstream encoder itself on the halves of pair Docs, and on
-any Doc that arrives without `doc._.mlm_encoding`: in `spacy train` the
-encoder is listed in `frozen_components` (it is not trained, and spaCy then
-neither runs nor initializes it: the component initializes it when needed).
+what `spacy_mlm.WiCCorpus.v1` yields) is read by the encoder as its two sides
+apart (`pairs = "apart"`), not as `[CLS] A [SEP] B [SEP]`, so the vectors it
+trains on are the ones `token.similarity` later compares across two separately
+processed Docs. The head reads the encoder as every head does, through its
+listener (`spacy_mlm.EncoderLayersListener.v1`, every hidden state); the
+encoder is frozen (`trainable_layers = 0`) and, in `spacy train`, listed in
+`frozen_components` and `annotating_components`: spaCy runs it on each batch
+before this component's update, as at prediction time. spaCy does not
+initialize a frozen component, so this one initializes its encoder when it
+has no weights yet.
 
 For a pair Doc with a `doc.spans["sense_pair"]` (the two targets) it sets
 `doc._.sense_similarity` (the cosine of the targets' vectors) and
@@ -35,7 +38,6 @@ dropout, so these are the scores of each update's forward pass); those scores
 come from the head as it was at each update, a little stale for the early ones. `fit_threshold(examples)` re-tunes it on fresh scores.
 """
 from collections import deque
-from itertools import islice
 from typing import Callable, Iterable, List, Optional, Tuple
 
 import numpy
@@ -48,8 +50,7 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import ensure_path
 from thinc.api import Model
 
-from ..errors import ModelLoadError, SpacyMlmError
-from ..models.encoding import ENCODING_ATTR, DocEncoding
+from ..errors import ModelLoadError, SettingError, SpacyMlmError
 from ..models.senses import sense_head
 from ..models.torch_head import loss_and_gradient
 from ..readers.wic import SAME_SENSE, SENSE_PAIR_KEY
@@ -58,16 +59,21 @@ from ..scoring.wic import SAME_ATTR
 from ..similarity.hooks import VECTORS_ATTR, install_vector_hooks
 from ..similarity.losses import pair_cosines, sense_pair_loss
 from ..similarity.senses import SenseInventory
-from ..tokenization.pair import PAIR_ATTR, install_pair_extension
+from ..tokenization.pair import install_pair_extension
 from ..util.io import atomic_write_bytes
-from ..util.settings import INT, NUMBER, TEXT, check_settings
+from ..util.settings import INT, NUMBER, check_settings
 from ..util.save import COMPONENT_CFG_VERSION, checked_from_disk
 from .encoder import MLMEncoder
 from .vectors import SENSE_KEYS, SenseLookup, install_extensions
 
 SIMILARITY_ATTR = "sense_similarity"
 
-DEFAULT_SENSE_MODEL = {"@architectures": "spacy_mlm.SenseHead.v2", "pooling": "mean", "init_scale": 10.0}
+DEFAULT_SENSE_MODEL = {
+    "@architectures": "spacy_mlm.SenseHead.v3",
+    "tok2vec": {"@architectures": "spacy_mlm.EncoderLayersListener.v1", "layers": None, "pooling": "mean",
+                "upstream": "*"},
+    "init_scale": 10.0,
+}
 
 
 @Language.factory(
@@ -75,7 +81,6 @@ DEFAULT_SENSE_MODEL = {"@architectures": "spacy_mlm.SenseHead.v2", "pooling": "m
     assigns=[f"doc._.{VECTORS_ATTR}", "token._.sense", "token._.sense_score", f"doc._.{SIMILARITY_ATTR}", f"doc._.{SAME_ATTR}"],
     default_config={
         "model": DEFAULT_SENSE_MODEL,
-        "upstream": "*",
         "sense_key": "lemma",
         "threshold_pairs": 8192,
         "scorer": {"@scorers": "spacy_mlm.wic_scorer.v1"},
@@ -83,12 +88,12 @@ DEFAULT_SENSE_MODEL = {"@architectures": "spacy_mlm.SenseHead.v2", "pooling": "m
     default_score_weights={"wic_acc": 1.0},
 )
 def make_mlm_senses(
-    nlp: Language, name: str, model: Model, upstream: str, sense_key: str, threshold_pairs: int, scorer: Optional[Callable]
+    nlp: Language, name: str, model: Model, sense_key: str, threshold_pairs: int, scorer: Optional[Callable]
 ) -> "MLMSenses":
     """Trained sense vectors: `.vector` / `.similarity` in a space learned from same-sense pairs.
 
-    model: `spacy_mlm.SenseHead.v2` or v1 (the encoder needs output_hidden_states = true).
-    upstream: the mlm_encoder it reads ("*": the last one before it).
+    model: `spacy_mlm.SenseHead.v3` over its listener (the encoder needs output_hidden_states = true
+        and pairs = "apart"; its listener's upstream names it, "*": the last one before this component).
     sense_key: what indexes the sense inventory: lemma | lower | text.
     threshold_pairs: how many recent training pairs the threshold is tuned on.
     scorer: `spacy_mlm.wic_scorer.v1`: accuracy of `doc._.same_sense` on pair Docs."""
@@ -97,8 +102,7 @@ def make_mlm_senses(
     for attr in (SIMILARITY_ATTR, SAME_ATTR):
         if not Doc.has_extension(attr):
             Doc.set_extension(attr, default=None)
-    return MLMSenses(nlp, model, name, upstream=upstream, sense_key=sense_key,
-                           threshold_pairs=threshold_pairs, scorer=scorer)
+    return MLMSenses(nlp, model, name, sense_key=sense_key, threshold_pairs=threshold_pairs, scorer=scorer)
 
 
 def span_vector(vectors: torch.Tensor, start: int, end: int) -> torch.Tensor:
@@ -110,18 +114,17 @@ def span_vector(vectors: torch.Tensor, start: int, end: int) -> torch.Tensor:
 
 
 class MLMSenses(SenseLookup, TrainablePipe):
-    def __init__(self, nlp: Language, model: Model, name: str = "mlm_senses", *, upstream: str = "*",
+    def __init__(self, nlp: Language, model: Model, name: str = "mlm_senses", *,
                  sense_key: str = "lemma", threshold_pairs: int = 8192, scorer: Optional[Callable] = None):
         if sense_key not in SENSE_KEYS:
             raise SpacyMlmError(f"unknown sense_key {sense_key!r}: expected one of {', '.join(SENSE_KEYS)}")
-        check_settings("mlm_senses", upstream=(upstream, TEXT), threshold_pairs=(threshold_pairs, INT, ">= 1"))
+        check_settings("mlm_senses", threshold_pairs=(threshold_pairs, INT, ">= 1"))
         self.vocab = nlp.vocab
         self.model = model
         self.name = name
         self.scorer = scorer
         self.sense_key = sense_key
         self.senses = SenseInventory()
-        self.upstream = upstream
         self.cfg = {"format_version": COMPONENT_CFG_VERSION, "threshold": 0.5}
         self._nlp = nlp
         self._recent: deque = deque(maxlen=threshold_pairs)
@@ -132,41 +135,24 @@ class MLMSenses(SenseLookup, TrainablePipe):
 
     # -- encoding --------------------------------------------------------------------
     def _encoder(self) -> MLMEncoder:
+        """The encoder its listener names (for `initialize` only: the head reads
+        the encoder's output through the listener)."""
+        upstream = self.model.get_ref("tok2vec").upstream_name
         names = self._nlp.component_names  # includes disabled (frozen while spacy train initializes)
-        if self.upstream != "*":
-            if self.upstream not in names or not isinstance(self._nlp.get_pipe(self.upstream), MLMEncoder):
-                raise SpacyMlmError(f"'{self.name}': upstream {self.upstream!r} is not an mlm_encoder of this pipeline")
-            return self._nlp.get_pipe(self.upstream)
+        if upstream != "*":
+            if upstream not in names or not isinstance(self._nlp.get_pipe(upstream), MLMEncoder):
+                raise SpacyMlmError(f"'{self.name}': upstream {upstream!r} is not an mlm_encoder of this pipeline")
+            return self._nlp.get_pipe(upstream)
         before = names[: names.index(self.name)] if self.name in names else names
         encoders = [n for n in before if isinstance(self._nlp.get_pipe(n), MLMEncoder)]
         if not encoders:
             raise SpacyMlmError(f"'{self.name}' needs an mlm_encoder before it in the pipeline")
         return self._nlp.get_pipe(encoders[-1])
 
-    def _parts(self, docs: List[Doc]) -> List[DocEncoding]:
-        """One encoding per sentence: the two halves of a pair Doc apart, a single
-        Doc's own `doc._.mlm_encoding` (or a fresh one). Their token rows,
-        concatenated, are the Docs' tokens."""
-        encodings: List[Optional[DocEncoding]] = []
-        missing: List[Doc] = []
-        for doc in docs:
-            start = doc._.get(PAIR_ATTR)
-            own = doc._.get(ENCODING_ATTR) if Doc.has_extension(ENCODING_ATTR) else None
-            if start is None and own is not None:
-                encodings.append(own)
-                continue
-            halves = [doc] if start is None else [doc[:start].as_doc(), doc[start:].as_doc()]
-            encodings += [None] * len(halves)
-            missing += halves
-        if missing:
-            fresh = iter(self._encoder().predict(missing))
-            encodings = [e if e is not None else next(fresh) for e in encodings]
-        return encodings
-
     def _doc_vectors(self, docs: List[Doc], is_train: bool) -> Tuple[List[torch.Tensor], torch.Tensor, Callable]:
         """Each Doc's (n_tokens, width) sense vectors, the tensor of all of them
         (the head's output) and the head's backprop."""
-        vectors, backprop = self.model(self._parts(docs), is_train)
+        vectors, backprop = self.model(docs, is_train)
         return list(torch.split(vectors, [len(doc) for doc in docs])), vectors, backprop
 
     # -- prediction ------------------------------------------------------------------
@@ -240,12 +226,15 @@ class MLMSenses(SenseLookup, TrainablePipe):
     def fit_threshold(self, examples: Iterable[Example], batch_size: int = 64) -> Tuple[float, float]:
         """Tune the stored threshold exactly on the current head's scores of
         labelled pairs (e.g. every training pair after training); returns the
-        threshold and the accuracy on those pairs."""
+        threshold and the accuracy on those pairs. The pipeline's components
+        before this one process the pairs' Docs first, as `nlp.evaluate` does."""
         scores, labels = [], []
         examples = list(examples)
+        names = self._nlp.pipe_names
+        after = names[names.index(self.name):] if self.name in names else [self.name]
         for i in range(0, len(examples), batch_size):
             batch = examples[i: i + batch_size]
-            docs = [eg.predicted for eg in batch]
+            docs = list(self._nlp.pipe([eg.predicted for eg in batch], batch_size=batch_size, disable=after))
             groups = [_sense_pair(eg, i + k) for k, eg in enumerate(batch)]
             vectors, _, _ = self._doc_vectors(docs, is_train=False)
             scores += pair_cosines(*_target_vectors(vectors, groups)).tolist()
@@ -255,15 +244,21 @@ class MLMSenses(SenseLookup, TrainablePipe):
         return threshold, accuracy
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None) -> None:
-        """Build the head from a few encoded examples (the encoder's width and
-        layers). A frozen encoder is skipped by spaCy's initialize, so it is
-        initialized here when it has no weights yet."""
+        """Build the head to the encoder's width and number of hidden states,
+        which its listener takes from the encoder. A frozen encoder is skipped
+        by spaCy's initialize, so it is initialized here when it has no weights
+        yet."""
         validate_get_examples(get_examples, "MLMSenses.initialize")
         encoder = self._encoder()
+        if encoder.pairs != "apart":
+            raise SettingError(
+                f"'{self.name}' compares words of sentences read apart: set [components.{encoder.name}] "
+                f"pairs = \"apart\" (it is {encoder.pairs!r}), so that a pair Doc's sides are read as two Docs are"
+            )
         if not encoder.model.shims:
             encoder.initialize(get_examples, nlp=nlp)
-        sample = [eg.predicted for eg in islice(get_examples(), 4)]
-        self.model.initialize(X=self._parts(sample))
+        encoder.find_listeners(self)  # the listener takes the sizes (spaCy links a frozen encoder's listeners only later)
+        self.model.initialize()
         self.senses = SenseInventory()
         self._recent.clear()
 

@@ -1,8 +1,11 @@
 """Contextual vectors on Docs ("mlm_vectors").
 
 Placed after an `mlm_encoder` (built with `output_hidden_states = true` when a
-layer other than the top one is used), it pools the encoder's piece vectors to
-one vector per token (`spacy_mlm.similarity.layers`), applies a fitted
+layer other than the top one is used), it reads the encoder as every component
+does, through a listener (`spacy_mlm.EncoderLayersListener.v1`, built from its
+`pooling`, `layer` and `n_layers`: its model is `similarity.layers.vectors_input`),
+which pools the chosen layers' piece vectors to one vector per token; it averages
+them over the layers, applies a fitted
 transformation (`spacy_mlm.similarity.transforms`) and installs user hooks
 (`spacy_mlm.similarity.hooks`), so that `token.vector`, `span.vector`,
 `doc.vector`, `.has_vector`, `.vector_norm` and `.similarity` use contextual
@@ -30,7 +33,7 @@ from ..errors import ModelLoadError, SpacyMlmError
 from ..models.encoding import ENCODING_ATTR
 from ..models.pooling import TOKEN_POOLINGS
 from ..similarity.hooks import VECTORS_ATTR, install_vector_hooks, install_vectors_extension
-from ..similarity.layers import transform_input
+from ..similarity.layers import vectors_input
 from ..similarity.senses import SenseInventory
 from ..similarity.transforms import TransformChain
 from ..util.io import atomic_write_bytes, atomic_write_text
@@ -58,6 +61,7 @@ DEFAULT_VECTORS_CONFIG = {
     "n_layers": 1,
     "transform": {"@misc": "spacy_mlm.VectorTransform.v1", "steps": [], "n_components": 2},
     "sense_key": "lemma",
+    "upstream": "*",
 }
 
 
@@ -75,6 +79,7 @@ def make_mlm_vectors(
     n_layers: int,
     transform: TransformChain,
     sense_key: str,
+    upstream: str,
 ) -> "MLMVectors":
     """Contextual `.vector` / `.similarity` from the preceding mlm_encoder.
 
@@ -90,9 +95,10 @@ def make_mlm_vectors(
     sense_key: which token attribute indexes the sense inventory: "lemma"
         (falls back to the lowercase form when the pipeline sets no lemmas),
         "lower" or "text".
+    upstream: the mlm_encoder it listens to ("*": any).
     """
     install_extensions()
-    return MLMVectors(nlp.vocab, name, pooling, layer, n_layers, transform, sense_key)
+    return MLMVectors(nlp.vocab, name, pooling, layer, n_layers, transform, sense_key, upstream)
 
 
 class SenseLookup:
@@ -128,9 +134,11 @@ class SenseLookup:
 
 
 class MLMVectors(SenseLookup, Pipe):
-    def __init__(self, vocab, name: str, pooling: str, layer: int, n_layers: int, transform, sense_key: str):
+    def __init__(self, vocab, name: str, pooling: str, layer: int, n_layers: int, transform, sense_key: str,
+                 upstream: str = "*"):
         check_settings("mlm_vectors", pooling=(pooling, one_of(*TOKEN_POOLINGS)), layer=(layer, INT),
-                       n_layers=(n_layers, INT, ">= 1"), sense_key=(sense_key, one_of(*SENSE_KEYS)))
+                       n_layers=(n_layers, INT, ">= 1"), sense_key=(sense_key, one_of(*SENSE_KEYS)),
+                       upstream=(upstream, TEXT))
         self.vocab = vocab
         self.name = name
         self.pooling = pooling
@@ -139,18 +147,19 @@ class MLMVectors(SenseLookup, Pipe):
         self.transform: TransformChain = transform
         self.sense_key = sense_key
         self.senses = SenseInventory()
+        # not trained: the listener(s) the encoder finds and the mean over the layers
+        self.model = vectors_input(pooling, layer, n_layers, transform.needs_static, upstream)
 
     # -- vectors --------------------------------------------------------------------
     def transform_input(self, doc: Doc) -> numpy.ndarray:
-        """The raw token vectors in the form the transform maps (see
-        `spacy_mlm.similarity.layers.transform_input`)."""
-        encoding = doc._.get(ENCODING_ATTR) if Doc.has_extension(ENCODING_ATTR) else None
-        if encoding is None:
+        """The raw token vectors in the form the transform maps: (n_tokens,
+        width), or [raw | embedding layer] (n_tokens, 2 * width) for a chain that
+        starts with "remove_static" (`spacy_mlm.similarity.layers.vectors_input`)."""
+        if not self.model.layers[0].has_dim("nO"):
             raise SpacyMlmError(
-                f"'{self.name}' found no doc._.{ENCODING_ATTR}: put an mlm_encoder before it in the pipeline "
-                "(with store_encoding = \"host\" or \"device\": \"none\" keeps none)"
+                f"'{self.name}' has read no encoder: put an initialized mlm_encoder before it in the pipeline"
             )
-        return transform_input(encoding, self.pooling, self.layer, self.n_layers, self.transform.needs_static)
+        return self.model([doc], is_train=False)[0][0]
 
     def vectors(self, doc: Doc) -> numpy.ndarray:
         """Transformed (n_tokens, width) vectors; tokens without pieces stay zero.

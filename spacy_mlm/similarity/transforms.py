@@ -196,7 +196,7 @@ class RemoveStatic(Transform):
     residual keeps what the regression cannot explain from the word alone.
 
     Its input is the contextual vector and the static one side by side
-    ((n, 2 * width), `spacy_mlm.similarity.layers.transform_input` builds it
+    ((n, 2 * width), `mlm_vectors`' `transform_input` builds it
     when the chain starts with this step); its output is (n, width). It is affine, like every step here.
     `ridge` is relative to the mean variance of the static vectors."""
 

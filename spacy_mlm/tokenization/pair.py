@@ -4,7 +4,9 @@ A pair (premise/hypothesis, question/passage) is a single Doc holding both texts
 so every spaCy component, `displacy` and `DocBin` keep working on it. The token
 index where side B starts is stored in `doc._.mlm_pair_start`; the encoder reads
 it and encodes `[CLS] A [SEP] B [SEP]` (the model's own pair template) with
-segment ids instead of one running text.
+segment ids instead of one running text; an encoder with `pairs = "apart"`
+reads each side as a text of its own instead (`mlm_senses` compares the words
+of two sentences each read alone).
 """
 from typing import Optional, Tuple
 
@@ -14,6 +16,8 @@ from spacy.tokens import Doc
 from ..errors import SpacyMlmError
 
 PAIR_ATTR = "mlm_pair_start"
+# how the encoder reads a pair Doc: as one input with the pair template, or each side on its own
+PAIR_READINGS = ("joint", "apart")
 
 
 def install_pair_extension() -> None:

@@ -4,7 +4,8 @@ One batched call to the fast (Rust) tokenizer per batch of texts, with character
 offsets, so pieces align to spaCy tokens exactly (see `align.py`). Single texts
 are tokenized without special tokens, cut into windows (see `window.py`) and each
 window wrapped in the model's own special-token template; pairs use the
-tokenizer's pair template with segment ids.
+tokenizer's pair template with segment ids, or, with `pairs = "apart"`, each
+side is read as a text of its own (its own windows, after those of side A).
 
 With `context = "document"` each sentence of a Doc gets a window of its own
 with up to `context_pieces` pieces of the document around it (`context.py`:
@@ -75,6 +76,7 @@ class PieceTokenizer:
         # 128 the step would be one piece, one window per piece.
         self.overlap = min(int(overlap), self.content_length // 2)
         self.set_context(context, context_pieces)
+        self.pairs = "joint"  # PAIR_READINGS; the encoder component sets it
 
     def set_context(self, context: str, context_pieces: int) -> None:
         """"none": each Doc is read on its own; "document": each sentence in a window
@@ -98,7 +100,8 @@ class PieceTokenizer:
                 offsets = np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2)
                 out[i] = self._windowed(ids, trim_spaces(docs[i].text, offsets))
         if pairs:
-            out_pairs = self._pairs([docs[i] for i in pairs])
+            read = self._pairs if self.pairs == "joint" else self._pairs_apart
+            out_pairs = read([docs[i] for i in pairs])
             for i, pieces in zip(pairs, out_pairs):
                 out[i] = pieces
         return out
@@ -205,6 +208,28 @@ class PieceTokenizer:
                     content.astype(np.int64),
                 )
             )
+        return result
+
+    def _pairs_apart(self, docs: Sequence[Doc]) -> List[DocPieces]:
+        """Each side of each pair Doc read as a text of its own, exactly as the
+        Docs `doc[:start].as_doc()` and `doc[start:].as_doc()` would be: side A's
+        windows, then side B's, the offsets of B's pieces moved to doc.text."""
+        starts = [pair_char_split(doc)[1] for doc in docs]
+        texts = [text for doc, b in zip(docs, starts) for text in (doc.text[:b], doc.text[b:])]
+        enc = self._encode(texts)
+        result = []
+        for j, b_start in enumerate(starts):
+            sides = []
+            for k in (2 * j, 2 * j + 1):
+                ids = np.asarray(enc["input_ids"][k], dtype=np.int64)
+                offsets = np.asarray(enc["offset_mapping"][k], dtype=np.int64).reshape(-1, 2)
+                sides.append(self._windowed(ids, trim_spaces(texts[k], offsets)))
+            a, b = sides
+            result.append(DocPieces(
+                np.concatenate([a.ids, b.ids]), np.concatenate([a.starts, b.starts + b_start]),
+                np.concatenate([a.ends, b.ends + b_start]), a.windows + b.windows,
+                np.concatenate([a.owner, b.owner + len(a.windows)]), np.concatenate([a.owner_position, b.owner_position]),
+            ))
         return result
 
     def _encode_pairs(self, texts_a: List[str], texts_b: List[str], truncate: bool):

@@ -47,7 +47,7 @@ TASKS: Dict[str, TaskSettings] = {
     "nli": TaskSettings("nli", 2000, 250, 32, 200, 2e-4),
     # nothing is trained: one step, so that `spacy train` ends at once
     "vectors": TaskSettings("vectors", 1, 1, 32, 0, 1e-4),
-    # 4 epochs of WiC train (5,428 pairs) in batches of 16 for SenseHead.v2 (~800 weights), at
+    # 4 epochs of WiC train (5,428 pairs) in batches of 16 for SenseHead.v3 (~800 weights), at
     # a high rate: chosen on train pairs split by target word (docs/similarity.md)
     "senses": TaskSettings("senses", 1360, 340, 16, 0, 0.03),
 }

@@ -27,31 +27,32 @@ def test_loss_and_gradient_fills_the_losses_own_parameters_and_gives_zeros_for_u
     assert float(scale.grad) == 3.0
 
 
-def _read_stacked(model, X, rows):
-    return (torch.stack(X),), {}
+def _read_rows(model, X, rows):
+    return (torch.cat(rows),), {}
 
 
 def _linear_head():
     torch.manual_seed(0)
-    model = build_torch_head("probe_head", torch.nn.Linear, read=_read_stacked,
-                             init=lambda m, X=None, Y=None: m.shims[0].build(in_features=3, out_features=2))
+    model = build_torch_head("probe_head", torch.nn.Linear, tok2vec=build_encoder_listener_v1(pooling="doc_mean"),
+                             read=_read_rows, init=lambda m, X=None, Y=None: m.shims[0].build(in_features=32, out_features=2))
     model.initialize()
     return model
 
 
-def test_the_head_predicts_with_its_module_and_backprop_gives_the_modules_gradient():
+def test_the_head_predicts_with_its_module_and_backprop_gives_the_modules_gradient(encoder_nlp):
     model = _linear_head()
     module = torch_module(model)
-    X = [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-1.0, 0.0, 0.5])]
-    expected = module(torch.stack(X)).detach()
-    assert torch.equal(model.predict(X), expected)
+    docs = [encoder_nlp("Anna Berg works in Oslo."), encoder_nlp("It rained.")]
+    X = torch.cat(model.get_ref("tok2vec").predict(docs))  # (2, 32): each doc's mean piece vector
+    expected = module(X).detach()
+    assert torch.equal(model.predict(docs), expected)
 
-    scores, backprop = model.begin_update(X)
+    scores, backprop = model.begin_update(docs)
     assert torch.equal(scores, expected) and not scores.requires_grad  # the component's loss makes its own leaf
     _, d_scores = loss_and_gradient(lambda s: (s * torch.tensor([1.0, -1.0])).sum(), scores)
     assert backprop(d_scores) == []
     # d/dW of sum(W x + b) * [1, -1]: rows +sum(x) and -sum(x); the bias +n and -n
-    total = torch.stack(X).sum(dim=0)
+    total = X.sum(dim=0)
     torch.testing.assert_close(module.weight.grad, torch.stack([total, -total]))
     torch.testing.assert_close(module.bias.grad, torch.tensor([2.0, -2.0]))
 

@@ -11,7 +11,7 @@ from spacy.tokens import DocBin
 from spacy.util import registry
 
 import spacy_mlm  # noqa: F401
-from spacy_mlm.models.senses import layer_stacks, sense_head
+from spacy_mlm.models.senses import sense_head
 from spacy_mlm.readers.wic import SAME_SENSE, SENSE_PAIR_KEY
 from spacy_mlm.training.config_templates import render_pipeline_config
 
@@ -108,9 +108,11 @@ def test_similarity_and_the_inventory_use_the_projected_space(trained):
     with torch.no_grad():
         head.scale.copy_(torch.linspace(-0.9, 3.0, head.scale.numel()))
     river, money = nlp("The river bank was muddy."), nlp("She sat in the bank on Main Street.")
-    tokens, sentences = layer_stacks(river._.mlm_encoding, "mean")
+    layers = river._.mlm_encoding.layers  # every hidden state, pooled by hand: the mean of each token's pieces
+    tokens = torch.from_numpy(numpy.stack([river._.mlm_encoding.token_vectors("mean", k) for k in range(len(layers))], axis=1))
+    sentences = tokens[tokens[:, -1].abs().sum(dim=-1) > 0].mean(dim=0).expand_as(tokens)
     normalize = torch.nn.functional.normalize
-    with torch.no_grad():  # SenseHead.v2 written out: [norm((1+s) v_a(x)), e^g norm((1+r) v_b(y))]
+    with torch.no_grad():  # SenseHead.v3 written out: [norm((1+s) v_a(x)), e^g norm((1+r) v_b(y))]
         word = torch.einsum("s,sw->w", torch.softmax(head.layer_logits, 0), tokens[2]) - head.static * tokens[2, 0]
         sent = (torch.einsum("s,sw->w", torch.softmax(head.sentence_logits, 0), sentences[2])
                 - head.sentence_static * sentences[2, 0])

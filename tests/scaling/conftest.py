@@ -83,7 +83,7 @@ def _scores_pipeline(model_dir):
 def _senses_pipeline(model_dir):
     fix_random_seed(0)
     nlp = spacy.blank("en")
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(model_dir), "output_hidden_states": True}})
+    nlp.add_pipe("mlm_encoder", config={"pairs": "apart", "model": {"path": str(model_dir), "output_hidden_states": True}})
     nlp.add_pipe("mlm_senses", name="senses")
     examples = list(registry.readers.get("spacy_mlm.WiCCorpus.v1")(WIC, limit=4)(nlp))
     nlp.initialize(lambda: examples)

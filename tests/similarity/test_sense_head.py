@@ -1,15 +1,15 @@
-"""SenseHead.v2's module: tokens without pieces stay zero, and the cosine of two
+"""SenseHead.v3's module: tokens without pieces stay zero, and the cosine of two
 outputs is the weighted mean of the word's and the sentence's cosines."""
 import math
 
 import torch
 
-from spacy_mlm.models.senses import SenseHeadV2
+from spacy_mlm.models.senses import SenseHead
 
 
 def test_cosine_is_a_weighted_mean_of_word_and_sentence_cosines():
     torch.manual_seed(0)
-    head = SenseHeadV2(width=8, n_states=3, init_scale=10.0)
+    head = SenseHead(width=8, n_states=3, init_scale=10.0)
     with torch.no_grad():
         head.context.fill_(math.log(2.0))  # sentence weight 2: (cos_a + 4 cos_b) / 5
         head.layer_logits.copy_(torch.tensor([0.0, 1.0, 2.0]))
@@ -23,7 +23,7 @@ def test_cosine_is_a_weighted_mean_of_word_and_sentence_cosines():
 
 
 def test_tokens_without_pieces_stay_zero():
-    head = SenseHeadV2(width=4, n_states=2, init_scale=10.0)
+    head = SenseHead(width=4, n_states=2, init_scale=10.0)
     tokens, sentences = torch.randn(3, 2, 4), torch.randn(3, 2, 4)
     tokens[1] = 0.0
     out = head(tokens, sentences)
