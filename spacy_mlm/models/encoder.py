@@ -367,29 +367,33 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     pooled_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
-    for chunk in length_batches(lengths, budget):
-        longest = int(lengths[chunk[0]])
-        ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)
-        types = np.zeros_like(ids)
-        mask = np.zeros_like(ids)
-        for row, w in enumerate(chunk):
-            length = lengths[w]
-            ids[row, :length] = windows[w].input_ids
-            types[row, :length] = windows[w].token_type_ids
-            mask[row, :length] = 1
-        inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
-        if model.attrs["type_ids"]:
-            inputs["token_type_ids"] = torch.from_numpy(types).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+    # One autocast region for all the passes, not one per pass: autocast keeps its bfloat16 copy
+    # of each trained weight until the region ends, so a step casts every weight once (and its
+    # backward casts each weight's gradient, summed over the passes, back once) however many
+    # length-batches it runs; per pass, the casts cost as much as the bf16 matmuls save.
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        for chunk in length_batches(lengths, budget):
+            longest = int(lengths[chunk[0]])
+            ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)
+            types = np.zeros_like(ids)
+            mask = np.zeros_like(ids)
+            for row, w in enumerate(chunk):
+                length = lengths[w]
+                ids[row, :length] = windows[w].input_ids
+                types[row, :length] = windows[w].token_type_ids
+                mask[row, :length] = 1
+            inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+            if model.attrs["type_ids"]:
+                inputs["token_type_ids"] = torch.from_numpy(types).to(device)
             out = backbone(**inputs, output_hidden_states=keep_layers, return_dict=True)
-        last = out.last_hidden_state.float()
-        pooler_output = getattr(out, "pooler_output", None)
-        for row, w in enumerate(chunk):
-            rows_by_window[w] = last[row, : lengths[w]]
-            if pooler_output is not None:
-                pooled_by_window[w] = pooler_output[row].float()
-            if keep_layers:
-                layers_by_window[w] = torch.stack([h[row, : lengths[w]].float() for h in out.hidden_states])
+            last = out.last_hidden_state.float()
+            pooler_output = getattr(out, "pooler_output", None)
+            for row, w in enumerate(chunk):
+                rows_by_window[w] = last[row, : lengths[w]]
+                if pooler_output is not None:
+                    pooled_by_window[w] = pooler_output[row].float()
+                if keep_layers:
+                    layers_by_window[w] = torch.stack([h[row, : lengths[w]].float() for h in out.hidden_states])
     width = int(hf_model.config.hidden_size)
     packed = torch.cat(rows_by_window) if windows else torch.zeros((0, width), device=device)
     packed_layers = torch.cat(layers_by_window, dim=1) if keep_layers and windows else None

@@ -161,3 +161,41 @@ def test_heads_and_losses_run_outside_autocast(tiny_model_dir, monkeypatch):
             handle.remove()
     assert {what for what, *_ in seen} == {"linear", "crf loss"}
     assert all((on, dtype) == (False, torch.float32) for _, on, dtype in seen), seen
+
+
+def test_bf16_casts_each_weight_once_a_step_over_all_length_batches(tiny_model_dir):
+    """A batch of short and long texts runs in several passes (max_batch_pieces is
+    small); autocast must cast each trained weight to bfloat16 once for all of
+    them, not once a pass: per pass, the casts of the weights and of their
+    gradients back cost about what the bf16 matmuls save."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from spacy_mlm.models.encoder import get_hf_model
+    from spacy_mlm.tokenization.batching import length_batches
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir), "precision": "bf16",
+                                                  "max_batch_pieces": 24}})
+    nlp.add_pipe("mlm_textcat", name="head")
+    examples = cat_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    encoder = nlp.get_pipe("mlm_encoder").model
+    tokenizer = encoder.attrs["tokenizer"]
+    lengths = [len(w.input_ids) for p in tokenizer([eg.predicted for eg in examples]) for w in p.windows]
+    assert len(length_batches(lengths, 24)) >= 2  # else the test shows nothing
+    weights = {p.data_ptr(): name for name, p in get_hf_model(encoder).named_parameters() if p.dim() == 2}
+    casts = []
+
+    class RecordCasts(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.ops.aten._to_copy.default and kwargs.get("dtype") == torch.bfloat16:
+                casts.append(weights.get(args[0].data_ptr()))
+            return func(*args, **kwargs)
+
+    with warnings.catch_warnings(), RecordCasts():
+        warnings.filterwarnings("ignore", message='precision = "bf16" on a CPU without')
+        nlp.update(examples, sgd=optimizer, losses={})
+    cast_weights = [name for name in casts if name is not None]
+    assert cast_weights and "embeddings.word_embeddings.weight" not in cast_weights
+    assert len(cast_weights) == len(set(cast_weights)), sorted(cast_weights)
