@@ -39,6 +39,7 @@ from .encoding import DocEncoding, EncoderBatch
 from .onnx_backbone import (
     GRAPH_FORMAT, OnnxBackbone, export_backbone, layer_matmuls, quantize_int8, with_settings,
 )
+from .row_adamw import use_sparse_word_gradients
 from .torch_shim import TorchShim
 from ..tokenization.tokenizer import DocPieces, PieceTokenizer
 
@@ -186,6 +187,7 @@ def _set_backbone(model: Model, hf_model, hf_tokenizer) -> None:
     """Install a loaded transformer + tokenizer into the Thinc model."""
     hf_model.config.output_hidden_states = model.attrs["output_hidden_states"]
     freeze_backbone(hf_model, model.attrs["trainable_layers"])
+    use_sparse_word_gradients(hf_model)  # word-embedding rows stepped as used (row_adamw.py)
     limit = max_positions(hf_model, hf_tokenizer)
     window = model.attrs["window"] or min(limit, DEFAULT_WINDOW)
     model.attrs["tokenizer"] = PieceTokenizer(hf_tokenizer, min(window, limit), model.attrs["overlap"])

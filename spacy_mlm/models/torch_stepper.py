@@ -23,6 +23,12 @@ L and each parameter's layer are read from a Hugging Face model as it runs
 (`families.parameter_depths`: ALBERT's one shared layer learns at the rate of
 the last layer that runs it), from other modules' parameter names, when it
 first steps. Pure torch, beside `torch_shim.py`, which owns one per module.
+
+A word-embedding matrix whose gradient comes as rows (`nn.Embedding.sparse`,
+set by `row_adamw.use_sparse_word_gradients` on a fine-tuned encoder) is
+stepped by `row_adamw.RowAdamW`, at the cost of the rows training has touched,
+with the same update as the dense step (decoupled weight decay; with L2 added
+to the gradient every row changes at every step, so the gradient is made dense).
 """
 import re
 from typing import Dict, List, Optional, Sequence
@@ -32,6 +38,7 @@ from thinc.api import Optimizer
 
 from ..errors import SettingError, SpacyMlmError
 from .families import parameter_depths
+from .row_adamw import RowAdamW, row_gradient
 
 _LAYER = re.compile(r"(?:^|\.)(?:layer|layers|block)\.(\d+)\.")
 _EMBEDDINGS = re.compile(r"(?:^|\.)(?:embeddings|embed_tokens|embed_positions)\.")
@@ -74,6 +81,8 @@ class TorchStepper:
         self._follows: Optional[int] = None
         self._torch: Optional[torch.optim.Optimizer] = None
         self._scales: List[float] = []
+        self._group_of: Dict[int, int] = {}  # parameter id -> index of its param group
+        self._rows: Dict[int, RowAdamW] = {}  # parameter id -> its row-wise state
 
     def step(self, module: torch.nn.Module, optimizer: Optimizer) -> None:
         """One step of every trainable parameter of `module` with a gradient,
@@ -83,10 +92,12 @@ class TorchStepper:
             return
         if self._torch is None or self._follows != id(optimizer):
             self._start(module, named, optimizer)
-        params = [p for _, p in named if p.grad is not None]
-        if optimizer.grad_clip:
-            self._clip(params, float(optimizer.grad_clip))
         decoupled = bool(optimizer.L2_is_weight_decay)
+        by_rows = self._row_gradients(module, [p for _, p in named if p.grad is not None], decoupled)
+        params = [p for _, p in named if p.grad is not None]
+        grad_scale = None
+        if optimizer.grad_clip:
+            grad_scale = self._clip(params, [values for _, _, values in by_rows], float(optimizer.grad_clip))
         for group, scale in zip(self._torch.param_groups, self._scales):
             group["lr"] = float(optimizer.learn_rate) * scale
             group["betas"] = (float(optimizer.b1), float(optimizer.b2))
@@ -95,22 +106,49 @@ class TorchStepper:
             group["decoupled_weight_decay"] = decoupled
         self._torch.step()
         self._torch.__dict__.pop("grad_scale", None)
+        for param, rows, values in by_rows:
+            group = self._torch.param_groups[self._group_of[id(param)]]
+            self._rows[id(param)].step(rows, values, lr=group["lr"], betas=group["betas"], eps=group["eps"],
+                                       weight_decay=group["weight_decay"], grad_scale=grad_scale)
         self._torch.zero_grad(set_to_none=True)
 
-    def _clip(self, params: List[torch.nn.Parameter], max_norm: float) -> None:
-        """Clip the global gradient norm to `max_norm`, as `clip_grad_norm_`
-        does. With the fused optimizer the scaling rides on the step itself: its
-        `grad_scale` (the hook `torch.amp.GradScaler` unscales through) divides
-        each gradient as the kernel reads it, which saves a pass over every
-        gradient (22.7M floats for MiniLM, half of them the word embeddings):
-        about 15 ms of a 1-thread CPU step. The update is the same up to
-        rounding (a division by 1 / coefficient instead of a product)."""
+    def _row_gradients(self, module: torch.nn.Module, params: List[torch.nn.Parameter], decoupled: bool):
+        """(parameter, rows, their gradients) of each embedding matrix stepped
+        by rows, whose gradient is taken off it (the torch optimizer skips it);
+        a row gradient that cannot be stepped so is made dense."""
+        by_rows = []
+        for param in params:
+            if id(param) not in self._rows and param.grad.is_sparse:
+                embedding = next((m for m in module.modules()
+                                  if isinstance(m, torch.nn.Embedding) and m.weight is param), None)
+                if embedding is None or not decoupled:
+                    param.grad = param.grad.to_dense()
+                    continue
+                self._rows[id(param)] = RowAdamW(embedding, fused=bool(self._torch.defaults.get("fused")))
+            if id(param) in self._rows:
+                rows, values = row_gradient(param.grad)
+                param.grad = None
+                by_rows.append((param, rows, values))
+        return by_rows
+
+    def _clip(self, params: List[torch.nn.Parameter], row_grads: List[torch.Tensor],
+              max_norm: float) -> Optional[torch.Tensor]:
+        """Clip the global gradient norm (embedding rows' gradients included:
+        their sum of squares is the dense matrix's) to `max_norm`, as
+        `clip_grad_norm_` does. With the fused optimizer the scaling rides on the
+        step itself: its `grad_scale` (the hook `torch.amp.GradScaler` unscales
+        through) divides each gradient as the kernel reads it, which saves a
+        pass over every gradient: about 15 ms of a 1-thread CPU step of MiniLM.
+        The update is the same up to rounding (a division by 1 / coefficient
+        instead of a product). Returns that scale (None without the fused step)."""
+        grads = [p.grad for p in params if p.grad is not None] + row_grads
+        norm = torch.nn.utils.get_total_norm(grads)
         if not self._torch.defaults.get("fused"):
-            torch.nn.utils.clip_grad_norm_(params, max_norm)
-            return
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
-        # clip_grad_norm_'s coefficient, min(1, max_norm / (norm + 1e-6)), as its inverse
+            # clip_grad_norm_'s coefficient, min(1, max_norm / (norm + 1e-6))
+            torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+            return None
         self._torch.grad_scale = torch.clamp((norm + 1e-6) / max_norm, min=1.0)
+        return self._torch.grad_scale
 
     def _start(self, module: torch.nn.Module, named, optimizer: Optimizer) -> None:
         if getattr(optimizer, "use_radam", False) or not (optimizer.b1 > 0 and optimizer.b2 > 0):
@@ -118,6 +156,9 @@ class TorchStepper:
                 "torch parameters are stepped with Adam/AdamW: set [training.optimizer] to Adam.v1 or "
                 "spacy_mlm.LayerDecayAdam.v2 (with beta1 and beta2 above 0)"
             )
+        for rows in self._rows.values():  # the new optimizer's moments start at zero for every row
+            rows.close()
+        self._rows = {}
         decay = getattr(optimizer, "layer_decay", 1.0)
         scales = [1.0] * len(named)
         if decay != 1.0:
@@ -131,6 +172,7 @@ class TorchStepper:
         for (_, param), scale in zip(named, scales):
             by_scale.setdefault(scale, []).append(param)
         self._scales = list(by_scale)
+        self._group_of = {id(p): g for g, params in enumerate(by_scale.values()) for p in params}
         groups = [{"params": params} for params in by_scale.values()]
         device = named[0][1].device
         # torch.optim.Adam with decoupled_weight_decay is AdamW; fused kernels exist on CUDA and CPU

@@ -14,7 +14,9 @@ them) cost two CPU processes about as much as the half of the step each saves.
   the ids of its non-zero rows (an all-gather of a few thousand integers), and
   only the union of those rows is summed. Rows outside it are zero everywhere,
   so the result equals the dense sum; it reads the gradient itself, so a weight
-  that is also used elsewhere (tied to an output layer) is still summed right;
+  that is also used elsewhere (tied to an output layer) is still summed right.
+  A row gradient (`nn.Embedding.sparse`, the fine-tuned encoder's word
+  embeddings: `models/row_adamw.py`) is summed the same way and stays one;
 * **overlap**: the other weights are summed in buckets of about 25 MB, filled in
   reverse parameter order (the order backward finishes them, as torch's DDP
   Reducer does), each all-reduced asynchronously as soon as its parameters'
@@ -41,13 +43,16 @@ calls the transformer once per length chunk of the batch and runs one backward
 over all chunks after the heads' own backward calls, the heads are separate
 modules with separate backward calls, the wrapped module would replace the one
 the shim saves, and DDP sums embedding gradients densely (sparse only for
-`nn.Embedding(sparse=True)`, which torch's Adam does not step).
+`nn.Embedding(sparse=True)`, whose gradients it all-reduces whole, not over the
+union of rows).
 """
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
+
+from ..models.row_adamw import row_gradient
 
 BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb
 
@@ -98,13 +103,14 @@ def set_from_flat(params: Sequence[torch.nn.Parameter], flat: torch.Tensor, pres
         offset += size
 
 
-def nonzero_rows(grad: Optional[torch.Tensor]) -> torch.Tensor:
-    """The indices of the rows of a 2-d gradient that are not all zero (none
-    for no gradient). `any` of the floats themselves: one pass, about half the
-    time of comparing with zero first."""
+def local_rows(grad: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """The rows of an embedding matrix's gradient this process has (each
+    once, ascending) and their gradients: a sparse row gradient's rows
+    (`row_adamw`), or a dense one's rows that are not all zero; none for no
+    gradient."""
     if grad is None:
-        return torch.zeros(0, dtype=torch.long)
-    return torch.nonzero(grad.any(dim=1)).reshape(-1)
+        return torch.zeros(0, dtype=torch.long), None
+    return row_gradient(grad)  # coalesced sparse indices and nonzero() are ascending
 
 
 class GradientReducer:
@@ -120,6 +126,9 @@ class GradientReducer:
         params = trained_parameters(modules)
         embeddings = embedding_weights(modules)
         self._rows = [p for p in params if id(p) in embeddings and p.dim() == 2]
+        # those whose gradient comes as rows (`nn.Embedding.sparse`): a process without one gets the sum as rows too
+        self._sparse = {id(m.weight) for module in modules for m in module.modules()
+                        if isinstance(m, torch.nn.Embedding) and m.sparse}
         row_ids = {id(p) for p in self._rows}
         self._dense = [p for p in params if id(p) not in row_ids]
         self._buckets = reverse_buckets(self._dense, bucket_bytes)
@@ -171,10 +180,10 @@ class GradientReducer:
             self._start(len(self._works))
         stale = any(tuple(self._fired[id(p)] for p in bucket) != fired
                     for bucket, (_, _, fired) in zip(self._buckets, self._works))
-        rows = [nonzero_rows(p.grad) for p in self._rows]
+        rows = [local_rows(p.grad) for p in self._rows]
         params = self._dense + self._rows
         device = params[0].device if params else torch.device("cpu")
-        local = torch.tensor([int(stale)] + [int(p.grad is not None) for p in params] + [len(r) for r in rows],
+        local = torch.tensor([int(stale)] + [int(p.grad is not None) for p in params] + [len(r) for r, _ in rows],
                              dtype=torch.long, device=device)
         everyone = self._gather(local)  # processes x (1 + parameters + embedding matrices)
         present = (everyone[:, 1 : 1 + len(params)] > 0).any(dim=0).tolist()
@@ -198,14 +207,16 @@ class GradientReducer:
         dist.all_gather(parts, local, group=self._group)
         return torch.stack(parts)
 
-    def _sum_rows(self, rows: List[torch.Tensor], counts: torch.Tensor, present: List[bool]) -> None:
+    def _sum_rows(self, rows: List[Tuple[torch.Tensor, Optional[torch.Tensor]]], counts: torch.Tensor,
+                  present: List[bool]) -> None:
         """Sum the embedding matrices' gradients over the union of the rows any
-        process has non-zero: the ids first, then those rows."""
+        process has: the ids first, then those rows. A sparse gradient stays
+        sparse (the union's rows, coalesced), a dense one dense."""
         if not self._rows:
             return
         longest = int(counts.sum(dim=1).max())
         ids = torch.full((longest,), -1, dtype=torch.long, device=counts.device)
-        mine = torch.cat(rows).to(counts.device)
+        mine = torch.cat([r for r, _ in rows]).to(counts.device)
         ids[: len(mine)] = mine
         everyone = self._gather(ids)
         unions = []
@@ -213,22 +224,30 @@ class GradientReducer:
             starts = counts[:, :i].sum(dim=1).tolist()
             sizes = counts[:, i].tolist()
             unions.append(torch.unique(torch.cat([everyone[r, s : s + n] for r, (s, n) in enumerate(zip(starts, sizes))])))
-        values = torch.cat([
-            (p.grad[u.to(p.device)] if p.grad is not None else p.new_zeros(len(u), p.shape[1])).reshape(-1)
-            for p, u in zip(self._rows, unions)
-        ])
-        dist.all_reduce(values, group=self._group)
-        self.stats["row_bytes"] += values.numel() * values.element_size()
+        parts = []
+        for param, union, (local, values) in zip(self._rows, unions, rows):
+            part = param.new_zeros((len(union), param.shape[1]))
+            if values is not None:  # the union is sorted and holds every local row
+                part[torch.searchsorted(union, local.to(union.device)).to(param.device)] = values
+            parts.append(part.reshape(-1))
+        summed = torch.cat(parts)
+        dist.all_reduce(summed, group=self._group)
+        self.stats["row_bytes"] += summed.numel() * summed.element_size()
         self.stats["rows"] += sum(len(u) for u in unions)
         offset = 0
         for param, union, has in zip(self._rows, unions, present):
             size = len(union) * param.shape[1]
-            if has:
-                grad = param.grad if param.grad is not None else torch.zeros_like(param)
-                grad[union.to(param.device)] = values[offset : offset + size].view(len(union), param.shape[1])
-                param.grad = grad
-            else:
+            values = summed[offset : offset + size].view(len(union), param.shape[1])
+            union = union.to(param.device)
+            sparse = param.grad.is_sparse if param.grad is not None else id(param) in self._sparse
+            if not has:
                 param.grad = None
+            elif sparse:
+                param.grad = torch.sparse_coo_tensor(union[None], values, param.shape, is_coalesced=True)
+            else:
+                grad = param.grad if param.grad is not None else torch.zeros_like(param)
+                grad[union] = values
+                param.grad = grad
             offset += size
 
     def close(self) -> None:

@@ -1,6 +1,7 @@
 """`GradientReducer` (training/gradient_sync.py) on 2 gloo processes: the
 gradients it leaves equal a dense all-reduce of every gradient exactly, with
-embedding rows that the processes touch apart and in common, buckets summed
+embedding rows that the processes touch apart and in common (dense gradients,
+and row gradients that one process has), buckets summed
 during backward, and steps that run backward more or fewer times than the one before."""
 import json
 import os
@@ -15,7 +16,8 @@ from spacy_mlm.training.gradient_sync import GradientReducer
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
-net = torch.nn.ModuleDict({"embed": torch.nn.Embedding(50, 4), "hidden": torch.nn.Linear(4, 4),
+net = torch.nn.ModuleDict({"embed": torch.nn.Embedding(50, 4), "rows": torch.nn.Embedding(50, 4, sparse=True),
+                           "hidden": torch.nn.Linear(4, 4),
                            "out": torch.nn.Linear(4, 1), "rank0_only": torch.nn.Linear(4, 1),
                            "unused": torch.nn.Linear(4, 1)})
 IDS = torch.tensor([[1, 2, 3, 7, 3], [3, 4, 7, 9, 9]][rank])  # rows 3 and 7 in common, 3 and 9 twice
@@ -23,7 +25,10 @@ IDS = torch.tensor([[1, 2, 3, 7, 3], [3, 4, 7, 9, 9]][rank])  # rows 3 and 7 in 
 
 def backward(times):
     for time in range(times):
-        hidden = net["hidden"](net["embed"](IDS) * (rank + 1 + time))
+        embedded = net["embed"](IDS) * (rank + 1 + time)
+        if rank == 1:  # a row gradient on one process only
+            embedded = embedded + net["rows"](IDS)
+        hidden = net["hidden"](embedded)
         loss = net["out"](hidden).sum()
         if rank == 0:
             loss = loss + net["rank0_only"](hidden).sum()
@@ -33,7 +38,7 @@ def backward(times):
 def dense_sums():
     sums = {}
     for name, param in net.named_parameters():
-        grad = param.grad.clone() if param.grad is not None else torch.zeros_like(param)
+        grad = param.grad.to_dense().clone() if param.grad is not None else torch.zeros_like(param)
         dist.all_reduce(grad)
         present = torch.tensor([float(param.grad is not None)])
         dist.all_reduce(present)
@@ -53,7 +58,9 @@ for times in json.loads(sys.argv[2]):
     backward(times)
     reducer.finish()
     equal = {name: (param.grad is None and expected[name] is None)
-             or (param.grad is not None and expected[name] is not None and torch.equal(param.grad, expected[name]))
+             or (param.grad is not None and expected[name] is not None
+                 and param.grad.is_sparse == (name == "rows.weight")  # rows stay rows, dense stays dense
+                 and torch.equal(param.grad.to_dense(), expected[name]))
              for name, param in net.named_parameters()}
     steps.append({"equal": equal, "none": sorted(n for n, p in net.named_parameters() if p.grad is None),
                   **{key: reducer.stats[key] - before[key] for key in before}})
@@ -79,8 +86,8 @@ def test_the_reducer_sums_as_a_dense_all_reduce_through_steps_of_one_and_two_bac
         assert all(step["equal"].values()), step
         # rank0_only has a gradient on one process (summed with zeros), unused on none (stays None)
         assert step["none"] == ["unused.bias", "unused.weight"]
-        # rows 1, 2, 3, 4, 7, 9 of the embedding: the union, not 50 rows
-        assert step["rows"] == 6 and step["row_bytes"] == 6 * 4 * 4
+        # rows 1, 2, 3, 4, 7, 9 of the embedding: the union, not 50 rows; rows 3, 4, 7, 9 of the sparse one
+        assert step["rows"] == 6 + 4 and step["row_bytes"] == (6 + 4) * 4 * 4
     first, overlapped, more, again, fewer = steps
     assert first["early_buckets"] == 0 and first["restarted"] == 0  # nothing known yet: all after backward
     assert overlapped["early_buckets"] > 0 and overlapped["restarted"] == 0
