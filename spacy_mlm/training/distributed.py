@@ -105,8 +105,12 @@ def broadcast_weights(nlp: Language) -> None:
 
 def check_same_weights(nlp: Language) -> None:
     """Raise if the processes' weights differ (each process checks a sum of its
-    modules' parameters against the first process's)."""
-    sums = torch.stack([torch.stack([p.detach().double().sum() for p in m.parameters()]).sum()
+    modules' weights as saved against the first process's). Read through
+    `state_dict`, which applies the word-embedding decay still pending
+    (`models/row_adamw.py`) in every process at the same step, before the first
+    process evaluates (a prediction applies it too): so every process keeps
+    applying it at the same steps and their weights stay equal bit for bit."""
+    sums = torch.stack([torch.stack([t.double().sum() for t in m.state_dict().values()]).sum()
                         for m in torch_modules(nlp)])
     first = sums.clone()
     torch.distributed.broadcast(first, src=0)

@@ -243,7 +243,8 @@ class GradientReducer:
             if not has:
                 param.grad = None
             elif sparse:
-                param.grad = torch.sparse_coo_tensor(union[None], values, param.shape, is_coalesced=True)
+                param.grad = torch.sparse_coo_tensor(union[None], values, param.shape, is_coalesced=True,
+                                                     check_invariants=False)  # the union is sorted and unique
             else:
                 grad = param.grad if param.grad is not None else torch.zeros_like(param)
                 grad[union] = values

@@ -74,7 +74,7 @@ def nli_config(model_dir) -> Config:
 
 
 def _with(config: Config, overrides: dict) -> Config:
-    steps = {"training.max_steps": 3, "training.eval_frequency": 2, "training.dropout": 0.0,
+    steps = {"training.max_steps": 5, "training.eval_frequency": 2, "training.dropout": 0.0,
              "training.batcher": {"@batchers": "spacy.batch_by_sequence.v1", "size": 8, "get_length": None},
              "training.optimizer.learn_rate.warmup_steps": 1, "training.optimizer.learn_rate.initial_rate": 1e-3, "training.logger.progress_bar": None}
     for dotted, value in {**overrides, **steps}.items():
