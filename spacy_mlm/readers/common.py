@@ -7,6 +7,9 @@ import codecs
 import json
 import random
 import re
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -139,6 +142,47 @@ def require_examples(path: PathLike, n_examples: int, what: str, skipped: Option
     else:
         found = "the file is empty or has only blank and header lines"
     raise DataFormatError(path, None, f"no {what}: {found}")
+
+
+@dataclass
+class LabeledData:
+    """A labeled file as read: its examples (in file order), its label set and
+    what was skipped (reason -> count)."""
+
+    path: Path
+    examples: List[Any]
+    labels: Tuple[str, ...]
+    skipped: Counter = field(default_factory=Counter)
+
+
+class LabeledFileCorpus(ABC):
+    """A spaCy corpus over one labeled file (a reader's `read`), parsed once, on
+    first use, and checked to hold examples (`require_examples`); `examples()`
+    are the ones chosen by `limit` / `shuffle` / `seed` (`select`). Subclasses
+    say what an example is (`what`), how the file is read (`_read`) and how an
+    Example is made (`__call__`)."""
+
+    what = "examples"
+
+    def __init__(self, path: PathLike, *, limit: int = 0, shuffle: bool = False, seed: int = 0):
+        self.path = Path(path)
+        self.limit, self.shuffle, self.seed = limit, shuffle, seed
+        self._data = None
+
+    @abstractmethod
+    def _read(self) -> LabeledData:
+        """The file's parsed data."""
+
+    @property
+    def data(self):
+        if self._data is None:
+            data = self._read()
+            require_examples(self.path, len(data.examples), self.what, data.skipped)
+            self._data = data
+        return self._data
+
+    def examples(self) -> List[Any]:
+        return select(self.data.examples, self.limit, self.shuffle, self.seed)
 
 
 def one_hot_cats(gold: Sequence[str], labels: Sequence[str]) -> Dict[str, float]:

@@ -12,7 +12,7 @@ disagreed) are skipped and counted, never guessed.
 import itertools
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -22,8 +22,7 @@ from spacy.util import registry
 
 from ..errors import DataError, DataFormatError, SettingError
 from .common import (
-    PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, require_examples, select,
-    split_tsv,
+    LabeledData, LabeledFileCorpus, PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, split_tsv,
 )
 
 logger = logging.getLogger(__name__)
@@ -58,12 +57,7 @@ class PairExample:
     line: int
 
 
-@dataclass
-class NLIData:
-    path: Path
-    examples: List[PairExample]
-    labels: Tuple[str, ...]
-    skipped: Counter = field(default_factory=Counter)
+class NLIData(LabeledData):
 
     def summary(self) -> str:
         counts = Counter(eg.label for eg in self.examples)
@@ -197,32 +191,27 @@ def read_nli(path: PathLike, label_scheme: str = "auto", encoding: str = "utf-8"
     return data
 
 
-class NLICorpus:
+class NLICorpus(LabeledFileCorpus):
     """Yields one Example per labeled pair: a pair Doc (see `make_pair_doc`) with
     one-hot `cats` over the file's label set. The file is parsed once, on first
     use; Docs are made for the `nlp` passed in. A file without labeled pairs is
     a DataFormatError naming it."""
 
+    what = "labeled sentence pairs"
+
     def __init__(self, path: PathLike, *, label_scheme: str = "auto", limit: int = 0, shuffle: bool = False,
                  seed: int = 0, encoding: str = "utf-8"):
-        self.path = Path(path)
-        self.label_scheme = label_scheme
-        self.limit, self.shuffle, self.seed, self.encoding = limit, shuffle, seed, encoding
-        self._data: Optional[NLIData] = None
+        super().__init__(path, limit=limit, shuffle=shuffle, seed=seed)
+        self.label_scheme, self.encoding = label_scheme, encoding
 
-    @property
-    def data(self) -> NLIData:
-        if self._data is None:
-            data = read_nli(self.path, self.label_scheme, self.encoding)
-            require_examples(self.path, len(data.examples), "labeled sentence pairs", data.skipped)
-            self._data = data
-        return self._data
+    def _read(self) -> NLIData:
+        return read_nli(self.path, self.label_scheme, self.encoding)
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
         from ..tokenization.pair import make_pair_doc
 
         labels = self.data.labels
-        for eg in select(self.data.examples, self.limit, self.shuffle, self.seed):
+        for eg in self.examples():
             doc = make_pair_doc(nlp, eg.premise, eg.hypothesis)
             reference = doc.copy()
             reference.cats = one_hot_cats([eg.label], labels)

@@ -20,7 +20,7 @@ naming raw labels "1", "2", ... as AG News' classes.txt does).
 import csv
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -30,8 +30,7 @@ from spacy.util import registry
 
 from ..errors import DataFormatError, SettingError
 from .common import (
-    PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, require_examples, select,
-    split_tsv,
+    LabeledData, LabeledFileCorpus, PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, split_tsv,
 )
 
 logger = logging.getLogger(__name__)
@@ -50,12 +49,7 @@ class TextExample:
     line: int
 
 
-@dataclass
-class TextCatData:
-    path: Path
-    examples: List[TextExample]
-    labels: Tuple[str, ...]
-    skipped: Counter = field(default_factory=Counter)
+class TextCatData(LabeledData):
 
     @property
     def multi_label(self) -> bool:
@@ -219,28 +213,23 @@ def read_textcat(
     return data
 
 
-class TextCatCorpus:
+class TextCatCorpus(LabeledFileCorpus):
     """Yields one Example per labeled text, with one-hot (or multi-hot) `cats`
     over the file's label set. The file is parsed once, on first use; a file
     without labeled texts is a DataFormatError naming it."""
 
-    def __init__(self, path: PathLike, *, limit: int = 0, shuffle: bool = False, seed: int = 0, **read_options):
-        self.path = Path(path)
-        self.limit, self.shuffle, self.seed = limit, shuffle, seed
-        self.read_options = read_options
-        self._data: Optional[TextCatData] = None
+    what = "labeled texts"
 
-    @property
-    def data(self) -> TextCatData:
-        if self._data is None:
-            data = read_textcat(self.path, **self.read_options)
-            require_examples(self.path, len(data.examples), "labeled texts", data.skipped)
-            self._data = data
-        return self._data
+    def __init__(self, path: PathLike, *, limit: int = 0, shuffle: bool = False, seed: int = 0, **read_options):
+        super().__init__(path, limit=limit, shuffle=shuffle, seed=seed)
+        self.read_options = read_options
+
+    def _read(self) -> TextCatData:
+        return read_textcat(self.path, **self.read_options)
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
         labels = self.data.labels
-        for eg in select(self.data.examples, self.limit, self.shuffle, self.seed):
+        for eg in self.examples():
             doc = nlp.make_doc(eg.text)
             reference = doc.copy()
             reference.cats = one_hot_cats(eg.labels, labels)
