@@ -10,9 +10,11 @@ libraries are imported once, before spaCy's CLI starts, and each command runs
 in a child forked from that state: its own process (its exit status, output,
 global state and atexit handlers are its own, as before), with weasel deciding
 what runs, in which order and with which variables, exactly as
-`spacy project run` does. spacy_mlm itself is NOT imported before the fork
-(checked below): each command imports it afresh and finds spaCy's registered
-names through the package's entry points, as a new interpreter would.
+`spacy project run` does. spacy_mlm's modules are NOT imported before the fork
+(checked below; srsly's entry point loads the light msgpack codec module in any
+process that uses msgpack, as it would in a new interpreter): each command
+imports them afresh and finds spaCy's registered names through the package's
+entry points, as a new interpreter would.
 Commands that are not `python ...` (rm, mkdir) and the processes the commands
 start themselves (pip, check_package.py's clean interpreters) run as before.
 """
@@ -61,11 +63,16 @@ def run_python(argv) -> int:
         return 1
 
 
+# what srsly's msgpack entry point (setup.py) imports in every process that packs or unpacks msgpack
+SRSLY_ENTRY_POINT_MODULES = {"spacy_mlm", "spacy_mlm.models", "spacy_mlm.models.encoding_codec"}
+
+
 def run_command(command, *, stdin=None, capture=False):
     """weasel's run_command, with `python ...` forked rather than started."""
     if stdin is not None or capture or command[0] != sys.executable or command[1:2] == ["-c"]:
         return original_run_command(command, stdin=stdin, capture=capture)
-    assert "spacy_mlm" not in sys.modules, "spacy_mlm must be imported by each command, not before the fork"
+    loaded = {name for name in sys.modules if name.split(".")[0] == "spacy_mlm"} - SRSLY_ENTRY_POINT_MODULES
+    assert not loaded, f"spacy_mlm must be imported by each command, not before the fork: {sorted(loaded)}"
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
