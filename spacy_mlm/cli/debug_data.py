@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from . import app
-from .options import gpu_id_option, use_gpu
+from .options import PASSES_OVERRIDES, gpu_id_option, use_gpu
 
 
 def load_training_pipeline(config_path: Path, overrides: dict):
@@ -30,7 +30,7 @@ def components_of(nlp, factory: str):
 
 
 @app.command("debug-data", short_help="Check a config's corpora for our components.",
-             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+             context_settings=PASSES_OVERRIDES)
 def debug_data_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., help="training config (e.g. configs/ner.cfg)", exists=True, dir_okay=False),

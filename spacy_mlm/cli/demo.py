@@ -20,6 +20,7 @@ import typer
 from ..errors import InstallationError
 from ..util.io import atomic_write_bytes
 from . import app
+from .options import PASSES_OVERRIDES
 
 DEFAULT_DIR = Path("spacy-mlm-demo")
 # What the package ships of each tree: (its top-level entries, as names or
@@ -202,7 +203,7 @@ def print_examples(project_dir: Path) -> None:
 
 
 @app.command("demo", short_help="Unpack and run the packaged spaCy project.",
-             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+             context_settings=PASSES_OVERRIDES)
 def demo_cli(
     ctx: typer.Context,
     directory: Path = typer.Option(

@@ -1,6 +1,9 @@
 """Options several commands share, spelled as spaCy's own commands spell them."""
 import typer
 
+# for a command that passes config overrides (`--section.key value`) on, as spacy train does
+PASSES_OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
+
 
 def gpu_id_option(default=-1, help: str = "GPU to run on (-1: the CPU), as in spacy train"):
     return typer.Option(default, "--gpu-id", "-g", help=help)

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .options import gpu_id_option, quiet_option
+from .options import PASSES_OVERRIDES, gpu_id_option, quiet_option
 
 
 def pretraining_overrides(args, gpu_id):
@@ -26,10 +26,7 @@ def is_pretraining_output(path: Path) -> bool:
     return (path / "config.cfg").is_file() and (path / "checkpoints").is_dir()
 
 
-@app.command(
-    "pretrain", short_help="Masked-LM pretraining of an encoder.",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command("pretrain", short_help="Masked-LM pretraining of an encoder.", context_settings=PASSES_OVERRIDES)
 def pretrain_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., help="config file with a [pretraining] section", exists=True, dir_okay=False),

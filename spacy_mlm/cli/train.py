@@ -9,13 +9,10 @@ from typing import Optional
 import typer
 
 from . import app
-from .options import gpu_id_option
+from .options import PASSES_OVERRIDES, gpu_id_option
 
 
-@app.command(
-    "train", short_help="spacy train, on one process or data-parallel under torchrun.",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command("train", short_help="spacy train, on one or data-parallel processes.", context_settings=PASSES_OVERRIDES)
 def train_cli(
     ctx: typer.Context,
     config_path: Path = typer.Argument(..., help="training config, as for spacy train", exists=True, dir_okay=False),

@@ -171,15 +171,18 @@ def build_scratch_encoder_v2(
         window=window, overlap=overlap, trainable_layers=trainable_layers,
         backend=backend, precision=precision, fp32_layers=list(fp32_layers),
     )
-    sizes = (architecture, hidden_width, depth, n_heads, intermediate_width, max_positions, dropout)
-    build = functools.partial(_build_scratch, tokenizer_path, sizes, output_hidden_states)
+    sizes = dict(hidden_width=hidden_width, depth=depth, n_heads=n_heads, intermediate_width=intermediate_width,
+                 max_positions=max_positions, dropout=dropout)
+    build = functools.partial(_build_scratch, tokenizer_path, architecture, sizes, output_hidden_states)
     return _encoder_model(build, tokenizer_path, output_hidden_states, max_batch_pieces, **options)
 
 
-def _build_scratch(tokenizer_path: str, sizes: tuple, output_hidden_states: bool, model: Model, X=None, Y=None) -> None:
-    """ScratchEncoder's init: a random transformer of `sizes` (build_scratch_backbone's
-    order); a partial, not a closure, so that a pipeline pickles."""
-    _set_backbone(model, *build_scratch_backbone(tokenizer_path, *sizes, output_hidden_states=output_hidden_states))
+def _build_scratch(tokenizer_path: str, architecture: str, sizes: dict, output_hidden_states: bool, model: Model,
+                   X=None, Y=None) -> None:
+    """ScratchEncoder's init: a random transformer of `sizes` (scratch_config's
+    keywords); a partial, not a closure, so that a pipeline pickles."""
+    backbone = build_scratch_backbone(tokenizer_path, architecture, output_hidden_states=output_hidden_states, **sizes)
+    _set_backbone(model, *backbone)
     set_inference_graph(model, None)
 
 

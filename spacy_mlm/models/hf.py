@@ -318,23 +318,12 @@ def scratch_config(
 
 
 def build_scratch_backbone(
-    tokenizer_path: PathLike,
-    architecture: str,
-    hidden_width: int,
-    depth: int,
-    n_heads: int,
-    intermediate_width: int,
-    max_positions: int,
-    dropout: float,
-    output_hidden_states: bool = False,
+    tokenizer_path: PathLike, architecture: str, *, output_hidden_states: bool = False, **sizes
 ) -> Tuple[PreTrainedModel, object]:
-    """A randomly initialised encoder sized for the given tokenizer."""
+    """A randomly initialised encoder sized for the given tokenizer; `sizes` are
+    `scratch_config`'s keywords."""
     tokenizer = load_tokenizer(tokenizer_path)
-    config = scratch_config(
-        architecture, tokenizer, hidden_width=hidden_width, depth=depth, n_heads=n_heads,
-        intermediate_width=intermediate_width, max_positions=max_positions, dropout=dropout,
-        output_hidden_states=output_hidden_states,
-    )
+    config = scratch_config(architecture, tokenizer, output_hidden_states=output_hidden_states, **sizes)
     return AutoModel.from_config(config), tokenizer
 
 

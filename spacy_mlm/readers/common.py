@@ -50,6 +50,17 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[Tuple[int, s
             yield number, text.rstrip("\r\n")
 
 
+def tsv_header(path: PathLike, encoding: str = "utf-8") -> Optional[Tuple[int, List[str], Iterator[Tuple[int, str]]]]:
+    """A TSV file's first line (its number and its tab-separated fields) and
+    the lines after it (`iter_lines`); None for a file without lines."""
+    lines = iter_lines(path, encoding)
+    first = next(lines, None)
+    if first is None:
+        return None
+    number, line = first
+    return number, line.split("\t"), lines
+
+
 # The longest segment a corpus reader hands to a tokenizer, in characters. A
 # tokenizer holds offsets, word ids and more per piece of its input: a 1.8 MB
 # line took 262 MB to tokenize, the same text in lines 35 MB.

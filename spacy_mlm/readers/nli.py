@@ -22,7 +22,8 @@ from spacy.util import registry
 
 from ..errors import DataError, DataFormatError, SettingError
 from .common import (
-    LabeledData, LabeledFileCorpus, PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, split_tsv,
+    LabeledData, LabeledFileCorpus, PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line,
+    split_tsv, tsv_header,
 )
 
 logger = logging.getLogger(__name__)
@@ -129,19 +130,17 @@ def _json_rows(path: Path, encoding: str):
 
 
 def _tsv_rows(path: Path, encoding: str):
-    lines = iter_lines(path, encoding)
-    first = next(lines, None)
-    if first is None:
+    start = tsv_header(path, encoding)
+    if start is None:
         return
-    number, line = first
-    fields = line.split("\t")
+    number, fields, lines = start
     try:
         headerless = len(fields) == 3 and (fields[0].strip() in _UNLABELED or normalize_nli_label(fields[0]))
     except KeyError:
         headerless = False
     if headerless:
         columns, n_columns = (1, 2, 0), 3
-        lines = itertools.chain([first], lines)
+        lines = itertools.chain([(number, "\t".join(fields))], lines)
     else:
         p, h, lab = (find_column(fields, cols) for cols in (PREMISE_COLUMNS, HYPOTHESIS_COLUMNS, LABEL_COLUMNS))
         if p is None or h is None or lab is None:

@@ -30,7 +30,8 @@ from spacy.util import registry
 
 from ..errors import DataFormatError, SettingError
 from .common import (
-    LabeledData, LabeledFileCorpus, PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line, split_tsv,
+    LabeledData, LabeledFileCorpus, PathLike, find_column, format_skipped, iter_lines, one_hot_cats, parse_json_line,
+    split_tsv, tsv_header,
 )
 
 logger = logging.getLogger(__name__)
@@ -76,12 +77,10 @@ def resolve_format(path: Path, format: str) -> str:
 
 
 def _tsv_rows(path: Path, encoding: str, text_column: Optional[str], label_column: Optional[str]):
-    lines = iter_lines(path, encoding)
-    first = next(lines, None)
-    if first is None:
+    start = tsv_header(path, encoding)
+    if start is None:
         return
-    number, header_line = first
-    header = header_line.split("\t")
+    number, header, lines = start
     text_at = find_column(header, [text_column] if text_column else TEXT_COLUMNS)
     label_at = find_column(header, [label_column] if label_column else LABEL_COLUMNS)
     if text_at is None or label_at is None:
