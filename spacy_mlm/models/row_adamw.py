@@ -32,7 +32,9 @@ half of the 55 ms AdamW step). Here:
 The result equals dense AdamW up to float rounding: the decay of a row that
 waited k steps is one product of the k float32 factors instead of k rounded
 products (relative difference around k * 6e-8). Data-parallel processes stay
-equal up to the same rounding (the first process's evaluations flush earlier).
+equal bit for bit: before the first process evaluates, every process compares
+its weights through `state_dict` (training/distributed.py), which flushes the
+pending decay in all of them at the same step.
 """
 from typing import Optional, Tuple
 
