@@ -23,7 +23,12 @@ them) cost two CPU processes about as much as the half of the step each saves.
   gradients are final (`register_post_accumulate_grad_hook`), while backward
   goes on. Buckets start in index order in every process (collectives must be
   issued in the same order everywhere) on a process group of their own, so
-  they never interleave with the loss denominators' all-reduces.
+  they never interleave with the loss denominators' all-reduces;
+* **shared memory**: where every process trains on this machine's CPU, the
+  other weights are summed through a mapped file instead
+  (`training/shared_memory.py`) after backward, in one pass: cheaper than
+  gloo's TCP all-reduce even with its overlap (MiniLM NER on 2 cores, notes
+  of issue 36). Collectives remain for several machines and for GPUs (NCCL).
 
 A step may run backward more than once over the same weights (the heads'
 backward, then the encoder's; two encoders; a listener that runs twice): a
@@ -53,6 +58,7 @@ import torch
 import torch.distributed as dist
 
 from ..models.row_adamw import row_gradient
+from .shared_memory import SharedMemorySum
 
 BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb
 
@@ -89,9 +95,10 @@ def reverse_buckets(params: Sequence[torch.nn.Parameter], bucket_bytes: int) -> 
     return buckets
 
 
-def flat_gradients(params: Sequence[torch.nn.Parameter]) -> torch.Tensor:
-    """The parameters' gradients in one new tensor (zeros where a parameter has none)."""
-    return torch.cat([p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in params])
+def flat_gradients(params: Sequence[torch.nn.Parameter], out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The parameters' gradients in one tensor, new or `out` (zeros where a parameter has none)."""
+    grads = [p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in params]
+    return torch.cat(grads) if out is None else torch.cat(grads, out=out)
 
 
 def set_from_flat(params: Sequence[torch.nn.Parameter], flat: torch.Tensor, present: Sequence[bool]) -> None:
@@ -120,9 +127,14 @@ class GradientReducer:
 
     A parameter without a gradient counts as zero where others have one; it
     keeps none only if no process has one (a step skips such parameters, as it
-    would in one process)."""
+    would in one process).
 
-    def __init__(self, modules: Sequence[torch.nn.Module], bucket_bytes: int = BUCKET_BYTES):
+    `shared_memory`: sum the weights other than embedding rows through shared
+    memory where every process can (`SharedMemorySum.open`; a collective, as
+    is making the reducer), else with buckets of collectives."""
+
+    def __init__(self, modules: Sequence[torch.nn.Module], bucket_bytes: int = BUCKET_BYTES,
+                 shared_memory: bool = True):
         params = trained_parameters(modules)
         embeddings = embedding_weights(modules)
         self._rows = [p for p in params if id(p) in embeddings and p.dim() == 2]
@@ -135,11 +147,22 @@ class GradientReducer:
         self._dense = [p for bucket in self._buckets for p in bucket]  # in bucket order
         self._bucket_of = {id(p): b for b, bucket in enumerate(self._buckets) for p in bucket}
         self._group = dist.new_group()  # the buckets' collectives never interleave with the losses'
+        self._shared: Optional[SharedMemorySum] = None
+        if shared_memory and self._dense and all(p.device.type == "cpu" for p in self._dense) \
+                and len({p.dtype for p in self._dense}) == 1:
+            self._shared = SharedMemorySum.open(sum(p.numel() for p in self._dense), self._dense[0].dtype, self._group)
         self._expected: Optional[Dict[int, int]] = None  # accumulations per parameter in the previous step
         self._counting = False
-        self._hooks = [p.register_post_accumulate_grad_hook(self._accumulated) for p in self._dense]
+        overlapped = self._dense if self._shared is None else []
+        self._hooks = [p.register_post_accumulate_grad_hook(self._accumulated) for p in overlapped]
         # what was summed over the steps so far (the tests read it; so can a profile)
-        self.stats = {"dense_bytes": 0, "row_bytes": 0, "rows": 0, "early_buckets": 0, "restarted": 0}
+        self.stats = {"dense_bytes": 0, "shared_bytes": 0, "row_bytes": 0, "rows": 0, "early_buckets": 0,
+                      "restarted": 0}
+
+    @property
+    def shared_memory(self) -> bool:
+        """Whether the weights other than embedding rows are summed through shared memory."""
+        return self._shared is not None
 
     def begin(self) -> None:
         """Start a step: buckets may be summed as soon as their gradients are final."""
@@ -176,10 +199,14 @@ class GradientReducer:
         """Sum what is left, wait for every bucket, and leave the summed
         gradients on the parameters."""
         self._counting = False
-        while len(self._works) < len(self._buckets):
-            self._start(len(self._works))
-        stale = any(tuple(self._fired[id(p)] for p in bucket) != fired
-                    for bucket, (_, _, fired) in zip(self._buckets, self._works))
+        if self._shared is not None:
+            flat_gradients(self._dense, out=self._shared.slot)
+            stale = False
+        else:
+            while len(self._works) < len(self._buckets):
+                self._start(len(self._works))
+            stale = any(tuple(self._fired[id(p)] for p in bucket) != fired
+                        for bucket, (_, _, fired) in zip(self._buckets, self._works))
         rows = [local_rows(p.grad) for p in self._rows]
         params = self._dense + self._rows
         device = params[0].device if params else torch.device("cpu")
@@ -188,10 +215,20 @@ class GradientReducer:
         everyone = self._gather(local)  # processes x (1 + parameters + embedding matrices)
         present = (everyone[:, 1 : 1 + len(params)] > 0).any(dim=0).tolist()
         self._sum_rows(rows, everyone[:, 1 + len(params) :], present[len(self._dense) :])
+        if self._shared is not None:
+            set_from_flat(self._dense, self._shared.sum(), present[: len(self._dense)])
+            self.stats["shared_bytes"] += self._shared.bytes
+        else:
+            self._sum_buckets(present, restart=bool(everyone[:, 0].any()))
+        self._expected = dict(self._fired)
+
+    def _sum_buckets(self, present: List[bool], restart: bool) -> None:
+        """Wait for every bucket's all-reduce, or sum them all again if
+        `restart` (a bucket was summed before its last accumulation somewhere)."""
         for flat, work, _ in self._works:
             work.wait()
         self.stats["dense_bytes"] += sum(flat.numel() * flat.element_size() for flat, _, _ in self._works)
-        if bool(everyone[:, 0].any()):  # a bucket was summed before its last accumulation somewhere
+        if restart:
             self.stats["restarted"] += 1
             self._works = [(flat_gradients(bucket), None, ()) for bucket in self._buckets]
             for flat, _, _ in self._works:
@@ -200,7 +237,6 @@ class GradientReducer:
         for bucket, (flat, _, _) in zip(self._buckets, self._works):
             set_from_flat(bucket, flat, present[offset : offset + len(bucket)])
             offset += len(bucket)
-        self._expected = dict(self._fired)
 
     def _gather(self, local: torch.Tensor) -> torch.Tensor:
         parts = [torch.empty_like(local) for _ in range(dist.get_world_size(self._group))]
