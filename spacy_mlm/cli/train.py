@@ -23,6 +23,9 @@ def train_cli(
                                      "process, the process's LOCAL_RANK"),
     timeout: float = typer.Option(1800.0, "--timeout", help="under torchrun: seconds a process waits for the "
                                   "others (e.g. while the first one evaluates and saves) before the run fails"),
+    shared_memory: bool = typer.Option(True, "--shared-memory/--no-shared-memory", help="under torchrun, when every "
+                                       "process trains on this machine's CPU: sum the gradients and step the "
+                                       "weights through /dev/shm (faster than gloo's TCP); else collectives"),
 ):
     """Train a pipeline as `spacy train` does (same config, overrides such as
     --paths.train corpus/train.spacy, logger, model-best and model-last).
@@ -43,11 +46,11 @@ def train_cli(
 
         train(config_path, output_path, use_gpu=gpu_id, overrides=overrides)
         return
-    train_data_parallel(config_path, output_path, gpu_id, overrides, group, timeout)
+    train_data_parallel(config_path, output_path, gpu_id, overrides, group, timeout, shared_memory)
 
 
 def train_data_parallel(config_path: Path, output_path: Optional[Path], gpu_id: int, overrides: dict, group,
-                        timeout: float) -> None:
+                        timeout: float, shared_memory: bool = True) -> None:
     """`spacy.cli.train.train` on this process of a torchrun launch."""
     import contextlib
 
@@ -83,7 +86,7 @@ def train_data_parallel(config_path: Path, output_path: Optional[Path], gpu_id: 
             nlp.config["training"]["logger"] = {"@loggers": "spacy.ConsoleLogger.v1", "progress_bar": False}
             stdout = stderr = outputs.enter_context(open(os.devnull, "w"))
             output_path = None
-        with outputs, data_parallel_training(group, training["seed"]):
+        with outputs, data_parallel_training(group, training["seed"], shared_memory):
             train_nlp(nlp, output_path, use_gpu=use_gpu, stdout=stdout, stderr=stderr)
         torch.distributed.barrier()
     finally:

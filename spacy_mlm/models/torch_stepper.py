@@ -29,8 +29,15 @@ set by `row_adamw.use_sparse_word_gradients` on a fine-tuned encoder) is
 stepped by `row_adamw.RowAdamW`, at the cost of the rows training has touched,
 with the same update as the dense step (decoupled weight decay; with L2 added
 to the gradient every row changes at every step, so the gradient is made dense).
+
+In a data-parallel run where each process steps only the weights it owns
+(`training/shared_memory.py`), a module's gradient norm is not the norm of
+the gradients this process holds: the run gives the squared norm of each
+module's whole gradient (`give_squared_norm`) before the step, and clipping
+uses it.
 """
 import re
+import weakref
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -39,6 +46,16 @@ from thinc.api import Optimizer
 from ..errors import SettingError, SpacyMlmError
 from .families import parameter_depths
 from .row_adamw import RowAdamW, row_gradient
+
+# module -> the squared norm of its whole gradient, for its next step
+_GIVEN_SQUARED_NORMS: "weakref.WeakKeyDictionary[torch.nn.Module, torch.Tensor]" = weakref.WeakKeyDictionary()
+
+
+def give_squared_norm(module: torch.nn.Module, squared_norm: torch.Tensor) -> None:
+    """For `module`'s next step: the squared norm of its whole gradient,
+    where this process holds only part of it."""
+    _GIVEN_SQUARED_NORMS[module] = squared_norm
+
 
 _LAYER = re.compile(r"(?:^|\.)(?:layer|layers|block)\.(\d+)\.")
 _EMBEDDINGS = re.compile(r"(?:^|\.)(?:embeddings|embed_tokens|embed_positions)\.")
@@ -88,6 +105,7 @@ class TorchStepper:
         """One step of every trainable parameter of `module` with a gradient,
         then the gradients are cleared."""
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        given = _GIVEN_SQUARED_NORMS.pop(module, None)
         if not any(p.grad is not None for _, p in named):
             return
         if self._torch is None or self._follows != id(optimizer):
@@ -97,7 +115,7 @@ class TorchStepper:
         params = [p for _, p in named if p.grad is not None]
         grad_scale = None
         if optimizer.grad_clip:
-            grad_scale = self._clip(params, [values for _, _, values in by_rows], float(optimizer.grad_clip))
+            grad_scale = self._clip(params, [values for _, _, values in by_rows], float(optimizer.grad_clip), given)
         for group, scale in zip(self._torch.param_groups, self._scales):
             group["lr"] = float(optimizer.learn_rate) * scale
             group["betas"] = (float(optimizer.b1), float(optimizer.b2))
@@ -131,8 +149,8 @@ class TorchStepper:
                 by_rows.append((param, rows, values))
         return by_rows
 
-    def _clip(self, params: List[torch.nn.Parameter], row_grads: List[torch.Tensor],
-              max_norm: float) -> Optional[torch.Tensor]:
+    def _clip(self, params: List[torch.nn.Parameter], row_grads: List[torch.Tensor], max_norm: float,
+              given_squared: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
         """Clip the global gradient norm (embedding rows' gradients included:
         their sum of squares is the dense matrix's) to `max_norm`, as
         `clip_grad_norm_` does. With the fused optimizer the scaling rides on the
@@ -140,9 +158,11 @@ class TorchStepper:
         through) divides each gradient as the kernel reads it, which saves a
         pass over every gradient: about 15 ms of a 1-thread CPU step of MiniLM.
         The update is the same up to rounding (a division by 1 / coefficient
-        instead of a product). Returns that scale (None without the fused step)."""
+        instead of a product). Returns that scale (None without the fused step).
+        `given_squared`: the squared norm of the whole gradient, where these
+        are only part of it (`give_squared_norm`)."""
         grads = [p.grad for p in params if p.grad is not None] + row_grads
-        norm = torch.nn.utils.get_total_norm(grads)
+        norm = torch.nn.utils.get_total_norm(grads) if given_squared is None else given_squared.sqrt()
         if not self._torch.defaults.get("fused"):
             # clip_grad_norm_'s coefficient, min(1, max_norm / (norm + 1e-6))
             torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))

@@ -10,18 +10,19 @@ run is active (`data_parallel_training`):
 
 * the steps: every process reads the whole corpus and shuffles it with the
   same seed, so every process sees the same global batch; each trains on its
-  share (examples `rank::world`). The union of a step's shares is the batch one
+  share (`padded_shares`). The union of a step's shares is the batch one
   process would train on, and every process takes the same number of steps in
   every epoch, which sharding the corpus itself could not give with a batcher
   that counts words;
 * the losses: a component's loss is a mean over its batch (annotated tokens,
   rows, known cells); `step_sum` (`util/global_batch.py`) makes the denominator the count over the whole
   global batch, so each process's gradient is its part of the one-process
-  gradient, and their sum (`sum_gradients`: one all-reduce of every trained
-  torch weight's gradient, after `nlp.update` and before any optimizer step,
-  so a failing collective never leaves one module stepped and another not) is
-  the one-process gradient itself. The learning-rate schedule advances once
-  per step in every process, as in one;
+  gradient, and their sum (`GradientReducer`, training/gradient_sync.py:
+  through shared memory on one machine's CPUs, else collectives; complete
+  after `nlp.update` and before any optimizer step, so a failing collective
+  never leaves one module stepped and another not) is the one-process
+  gradient itself. The learning-rate schedule advances once per step in every
+  process, as in one;
 * evaluation: the first process evaluates and sends the scores to the others,
   which wait for them, so patience and best checkpoints are decided alike
   everywhere; only the first process logs and saves;
@@ -252,8 +253,10 @@ def _shares(train_data: Iterator[Tuple[int, List]], group: ProcessGroup, randomn
         yield epoch, share
 
 
-def _evaluate_on_main(evaluate: Callable[[], Tuple[float, Dict]], group: ProcessGroup, nlp: Language):
+def _evaluate_on_main(evaluate: Callable[[], Tuple[float, Dict]], group: ProcessGroup, nlp: Language,
+                      reducer: GradientReducer):
     def evaluate_once() -> Tuple[float, Dict]:
+        reducer.share_weights()
         check_same_weights(nlp)
         box = [evaluate() if group.main else None]
         torch.distributed.broadcast_object_list(box, src=0)
@@ -284,9 +287,10 @@ def _then_sum_gradients(update: Callable, reducer: GradientReducer) -> Callable:
     return update_then_sum
 
 
-def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional[int]) -> Callable:
+def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional[int], shared_memory: bool) -> Callable:
     """`train_while_improving` on this process's shares, with the first
-    process's evaluations, and the step's losses and words counted over all."""
+    process's evaluations, and the step's losses and words counted over all;
+    every process holds the same weights at each evaluation and at the end."""
 
     def steps(nlp, optimizer, train_data, evaluate, **settings):
         # the first process's state for the shuffles: with [training] seed = null spaCy seeds nothing
@@ -296,15 +300,19 @@ def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional
         randomness = _Randomness(seed, group)
         words = [0]
         shares = _shares(iter(train_data), group, randomness, words)
-        reducer = GradientReducer(torch_modules(nlp, exclude=settings["exclude"]))
+        reducer = GradientReducer(torch_modules(nlp, exclude=settings["exclude"]), shared_memory=shared_memory)
+        if group.main:
+            logger.info("Gradients summed %s", "and weights stepped through shared memory"
+                        if reducer.shared_memory else f"with {torch.distributed.get_backend()} collectives")
         nlp.update = _then_sum_gradients(nlp.update, reducer)
         try:
-            for batch, info, is_best in original(nlp, optimizer, shares, _evaluate_on_main(evaluate, group, nlp),
-                                                 **settings):
+            for batch, info, is_best in original(nlp, optimizer, shares,
+                                                 _evaluate_on_main(evaluate, group, nlp, reducer), **settings):
                 info["words"] = words[0]
                 if is_best is not None:
                     info["losses"] = _summed_losses(info["losses"])
                 yield batch, info, is_best
+            reducer.share_weights()  # the last step's, before model-last is saved
         finally:
             del nlp.update  # Language.update again
             reducer.close()
@@ -313,13 +321,15 @@ def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional
 
 
 @contextlib.contextmanager
-def data_parallel_training(group: ProcessGroup, seed: Optional[int]):
+def data_parallel_training(group: ProcessGroup, seed: Optional[int], shared_memory: bool = True):
     """While active: losses are means over the global batch, gradients are
     summed before each torch step, and `spacy.training.loop.train` trains
-    this process's shares (see the module's docstring)."""
+    this process's shares (see the module's docstring). `shared_memory`:
+    sum and step through shared memory where every process can
+    (`training/shared_memory.py`), else with collectives."""
     global _active
     original = spacy_loop.train_while_improving
-    spacy_loop.train_while_improving = _data_parallel_steps(original, group, seed)
+    spacy_loop.train_while_improving = _data_parallel_steps(original, group, seed, shared_memory)
     _active = group
     try:
         with summed_over_processes():

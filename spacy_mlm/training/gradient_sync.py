@@ -25,10 +25,12 @@ them) cost two CPU processes about as much as the half of the step each saves.
   issued in the same order everywhere) on a process group of their own, so
   they never interleave with the loss denominators' all-reduces;
 * **shared memory**: where every process trains on this machine's CPU, the
-  other weights are summed through a mapped file instead
-  (`training/shared_memory.py`) after backward, in one pass: cheaper than
-  gloo's TCP all-reduce even with its overlap (MiniLM NER on 2 cores, notes
-  of issue 36). Collectives remain for several machines and for GPUs (NCCL).
+  other weights are summed through a mapped file instead, after backward, and
+  each process sums and steps only its own range of them, then passes the
+  stepped weights on (`training/shared_memory.py`; `share_weights`): cheaper
+  than gloo's TCP all-reduce even with its overlap, and the optimizer's work
+  divided (MiniLM NER on 2 cores, notes of issue 36). Collectives remain for
+  several machines and for GPUs (NCCL).
 
 A step may run backward more than once over the same weights (the heads'
 backward, then the encoder's; two encoders; a listener that runs twice): a
@@ -58,7 +60,8 @@ import torch
 import torch.distributed as dist
 
 from ..models.row_adamw import row_gradient
-from .shared_memory import SharedMemorySum
+from ..models.torch_stepper import give_squared_norm
+from .shared_memory import SharedMemory, owned_ranges
 
 BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb
 
@@ -130,8 +133,12 @@ class GradientReducer:
     would in one process).
 
     `shared_memory`: sum the weights other than embedding rows through shared
-    memory where every process can (`SharedMemorySum.open`; a collective, as
-    is making the reducer), else with buckets of collectives."""
+    memory where every process can (`SharedMemory.open`; a collective, as is
+    making the reducer), else with buckets of collectives. Through shared
+    memory each process gets the summed gradients of the weights it owns
+    only (the others' are None: its optimizer steps those alone), and
+    `share_weights()` must run after the optimizer step, before anything
+    reads the weights (`begin` and `training/distributed.py` call it)."""
 
     def __init__(self, modules: Sequence[torch.nn.Module], bucket_bytes: int = BUCKET_BYTES,
                  shared_memory: bool = True):
@@ -147,10 +154,12 @@ class GradientReducer:
         self._dense = [p for bucket in self._buckets for p in bucket]  # in bucket order
         self._bucket_of = {id(p): b for b, bucket in enumerate(self._buckets) for p in bucket}
         self._group = dist.new_group()  # the buckets' collectives never interleave with the losses'
-        self._shared: Optional[SharedMemorySum] = None
+        self._shared: Optional[SharedMemory] = None
         if shared_memory and self._dense and all(p.device.type == "cpu" for p in self._dense) \
                 and len({p.dtype for p in self._dense}) == 1:
-            self._shared = SharedMemorySum.open(sum(p.numel() for p in self._dense), self._dense[0].dtype, self._group)
+            self._shared = SharedMemory.open(sum(p.numel() for p in self._dense), self._dense[0].dtype, self._group)
+        if self._shared is not None:
+            self._own_part(modules)
         self._expected: Optional[Dict[int, int]] = None  # accumulations per parameter in the previous step
         self._counting = False
         overlapped = self._dense if self._shared is None else []
@@ -159,13 +168,36 @@ class GradientReducer:
         self.stats = {"dense_bytes": 0, "shared_bytes": 0, "row_bytes": 0, "rows": 0, "early_buckets": 0,
                       "restarted": 0}
 
+    def _own_part(self, modules: Sequence[torch.nn.Module]) -> None:
+        """This process's run of the dense weights (`owned_ranges`), their
+        offsets in the flat order, and each weight's module (for the norms)."""
+        ranges = owned_ranges([p.numel() for p in self._dense], dist.get_world_size(self._group))
+        first, last = ranges[dist.get_rank(self._group)]
+        offsets = [0]
+        for param in self._dense:
+            offsets.append(offsets[-1] + param.numel())
+        self._owned_first, self._owned_last = first, last
+        self._owned = self._dense[first:last]
+        self._owned_span = (offsets[first], offsets[last])
+        self._owned_grads = torch.empty(offsets[last] - offsets[first], dtype=self._dense[0].dtype)
+        self._others = [(p, offsets[i]) for i, p in enumerate(self._dense) if not first <= i < last]
+        self._modules = list(modules)
+        module_of = {}
+        for index, module in reversed(list(enumerate(self._modules))):  # a weight in two modules: the first
+            module_of.update({id(p): index for p in module.parameters()})
+        self._module_of_owned = [module_of[id(p)] for p in self._owned]
+        self._module_of_rows = [module_of[id(p)] for p in self._rows]
+        self._stepped = False  # the owned weights have been stepped and not yet shared
+
     @property
     def shared_memory(self) -> bool:
-        """Whether the weights other than embedding rows are summed through shared memory."""
+        """Whether the weights other than embedding rows are summed (and stepped) through shared memory."""
         return self._shared is not None
 
     def begin(self) -> None:
-        """Start a step: buckets may be summed as soon as their gradients are final."""
+        """Start a step: buckets may be summed as soon as their gradients are
+        final (the weights stepped in the previous step are shared first)."""
+        self.share_weights()
         self._fired: Dict[int, int] = defaultdict(int)
         self._works: List[Tuple[torch.Tensor, object, Tuple[int, ...]]] = []
         self._pending = [0] * len(self._buckets)
@@ -200,7 +232,7 @@ class GradientReducer:
         gradients on the parameters."""
         self._counting = False
         if self._shared is not None:
-            flat_gradients(self._dense, out=self._shared.slot)
+            flat_gradients(self._dense, out=self._shared.slot)  # written before the gather below
             stale = False
         else:
             while len(self._works) < len(self._buckets):
@@ -216,11 +248,54 @@ class GradientReducer:
         present = (everyone[:, 1 : 1 + len(params)] > 0).any(dim=0).tolist()
         self._sum_rows(rows, everyone[:, 1 + len(params) :], present[len(self._dense) :])
         if self._shared is not None:
-            set_from_flat(self._dense, self._shared.sum(), present[: len(self._dense)])
-            self.stats["shared_bytes"] += self._shared.bytes
+            self._sum_owned(present[: len(self._dense)])
         else:
             self._sum_buckets(present, restart=bool(everyone[:, 0].any()))
         self._expected = dict(self._fired)
+
+    def _sum_owned(self, present: List[bool]) -> None:
+        """The summed gradients of the weights this process owns (the others'
+        None), and the squared norm of every module's whole summed gradient,
+        for clipping (`give_squared_norm`): the owned weights' parts summed
+        over the processes, then the embedding matrices' (which every process
+        holds whole) added."""
+        start, end = self._owned_span
+        summed = self._shared.sum_slots(start, end, self._owned_grads)
+        set_from_flat(self._owned, summed, present[self._owned_first : self._owned_last])
+        for param, _ in self._others:
+            param.grad = None
+        squared = torch.zeros(len(self._modules), dtype=summed.dtype)
+        self._add_squared_norms(squared, zip(self._module_of_owned, self._owned))
+        dist.all_reduce(squared, group=self._group)
+        self._add_squared_norms(squared, zip(self._module_of_rows, self._rows))
+        for module, value in zip(self._modules, squared):
+            give_squared_norm(module, value)
+        self.stats["shared_bytes"] += summed.numel() * summed.element_size()
+        self._stepped = True
+
+    @staticmethod
+    def _add_squared_norms(squared: torch.Tensor, modules_and_params) -> None:
+        grads = [(m, p.grad.coalesce().values() if p.grad.is_sparse else p.grad)
+                 for m, p in modules_and_params if p.grad is not None]
+        if grads:
+            norms = torch._foreach_norm([g for _, g in grads])
+            squared.index_add_(0, torch.tensor([m for m, _ in grads]), torch.stack(norms).to(squared) ** 2)
+
+    def share_weights(self) -> None:
+        """After the optimizer has stepped the weights this process owns: put
+        them in the shared copy and take every other weight from it (so every
+        process holds the same weights again). Nothing to do without shared
+        memory, or when nothing was stepped since the last call."""
+        if self._shared is None or not self._stepped:
+            return
+        self._stepped = False
+        start, end = self._owned_span
+        with torch.no_grad():
+            if self._owned:
+                torch.cat([p.reshape(-1) for p in self._owned], out=self._shared.weights[start:end])
+            self._shared.wait_for_everyone()  # every process's weights are in
+            for param, offset in self._others:
+                param.copy_(self._shared.weights[offset : offset + param.numel()].view_as(param))
 
     def _sum_buckets(self, present: List[bool], restart: bool) -> None:
         """Wait for every bucket's all-reduce, or sum them all again if

@@ -1,38 +1,43 @@
-"""Summing the processes' flat gradients through shared memory, when every
-process of a data-parallel run trains on this machine's CPU.
+"""Shared memory for the processes of a data-parallel run that all train on
+this machine's CPU: where they sum their gradients and pass each other the
+weights they stepped (`gradient_sync.GradientReducer`).
 
 gloo sums CPU tensors over TCP, even between processes on one machine: each
 process copies its half out through the kernel's loopback, receives the other
-half, adds and sends again, on its worker threads, which take turns with the
-training thread on the same cores. Measured on the 2-core benchmark machine
-(notes of issue 36), one all-reduce of MiniLM's 44 MB of dense gradients took
-26 ms, and in training, summed in buckets while backward ran, backward grew by
-about as much. Here the processes share one mapped file in /dev/shm instead:
+half, adds and sends again, on worker threads that take turns with training
+on the same cores. Measured on the 2-core benchmark machine (notes of issue
+36), MiniLM NER under torchrun spent 35-46 ms a step in the kernel with gloo,
+8-15 ms with this, and every process also ran the same AdamW step over all
+44 MB of dense weights. Here the processes map one file in /dev/shm holding a
+gradient slot per process and one copy of the weights, and each weight is
+stepped by one process only (its *owner*: the weights are cut into one
+contiguous range per process, ZeRO stage 1's partition of the optimizer):
 
-* each process writes its flat gradients into its own slot (the copy that
+* each process writes its flat gradients into its slot (the copy that
   flattens them, which the collectives need too);
-* after a small collective (every slot is written), each process sums one
-  chunk over all the slots, in slot order, into the shared result; after
-  another (every chunk is summed), each copies the result out into its own
-  buffer: the gradients it keeps must be its own, since the optimizer may
-  scale them in place (the fused step unscales a clipped gradient so).
+* after a small collective (every slot is written) each process sums, in slot
+  order, its own range of the slots into a buffer of its own: the gradients
+  of the weights it owns, which its optimizer then steps (the fused step may
+  scale them in place: they are read by no one else);
+* after the step each process writes the weights it owns into the shared
+  copy and, after another small collective, reads the others' from it.
 
-Every process reads the same sums, so the processes' weights stay equal bit
-for bit; with two processes the sum is the one gloo gives (a + b). A process
+So the optimizer's work and its moments are divided among the processes and
+every process ends each step with the same weights bit for bit. A process
 that dies makes the other's next collective fail, as with gloo alone.
 
 The file is reserved whole when opened (`posix_fallocate`: a full /dev/shm
 then fails here, cleanly, instead of killing a process with SIGBUS on a later
 write) and unlinked as soon as every process has mapped it, so nothing is left
 behind whatever ends the run. Where it cannot be made (no /dev/shm, not
-enough room, processes on several machines) `SharedMemorySum.open` returns
-None and the caller sums with collectives.
+enough room, processes on several machines) `SharedMemory.open` returns None
+and the caller sums with collectives.
 """
 import errno
 import logging
 import os
 import tempfile
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -61,24 +66,36 @@ def _reserve(size: int) -> Optional[str]:
     return path
 
 
-class SharedMemorySum:
-    """Slots for `numel` floats per process and a shared result; see the
-    module's docstring. Make one with `open` (a collective: every process of
-    `group` calls it)."""
+def owned_ranges(sizes: Sequence[int], world: int) -> List[Tuple[int, int]]:
+    """Cut parameters of `sizes` elements (in order) into `world` runs of
+    whole parameters, as even in elements as whole parameters allow: the
+    (first, last + 1) parameter index of each process's run (empty runs
+    where there are fewer parameters than processes)."""
+    total, cuts, seen = sum(sizes), [], 0
+    for index, size in enumerate(sizes):
+        # a parameter goes to the process whose even part holds its middle element
+        while len(cuts) < world - 1 and seen + size / 2 > total * (len(cuts) + 1) / world:
+            cuts.append(index)
+        seen += size
+    cuts += [len(sizes)] * (world - 1 - len(cuts))
+    starts = [0] + cuts
+    return list(zip(starts, cuts + [len(sizes)]))
+
+
+class SharedMemory:
+    """A gradient slot per process and one copy of the weights, `numel`
+    floats each; see the module's docstring. Make one with `open` (a
+    collective: every process of `group` calls it)."""
 
     def __init__(self, memory: torch.Tensor, numel: int, group):
         self._group = group
         self._rank, self._world = dist.get_rank(group), dist.get_world_size(group)
-        self._numel = numel
         self._slots = [memory[i * numel : (i + 1) * numel] for i in range(self._world)]
-        self._result = memory[self._world * numel :]
-        self._own = torch.empty(numel, dtype=memory.dtype)
-        chunk = -(-numel // self._world)
-        self._chunk = slice(min(numel, self._rank * chunk), min(numel, (self._rank + 1) * chunk))
+        self.weights = memory[self._world * numel :]
         self._signal = torch.zeros(1)
 
     @classmethod
-    def open(cls, numel: int, dtype: torch.dtype, group) -> Optional["SharedMemorySum"]:
+    def open(cls, numel: int, dtype: torch.dtype, group) -> Optional["SharedMemory"]:
         """Every process of `group` maps one file made by the first, or None
         for all of them where any cannot (see the module's docstring)."""
         world = dist.get_world_size(group)
@@ -101,25 +118,19 @@ class SharedMemorySum:
 
     @property
     def slot(self) -> torch.Tensor:
-        """This process's slot: write its flat gradients here, then call `sum`."""
+        """This process's gradient slot."""
         return self._slots[self._rank]
 
-    def sum(self) -> torch.Tensor:
-        """The sum of every process's slot, in a buffer of this process's own
-        (the same buffer at every call: its previous contents are gone)."""
-        self._wait_for_everyone()  # every slot written
-        chunk = self._chunk
-        torch.add(self._slots[0][chunk], self._slots[1][chunk], out=self._result[chunk])
+    def sum_slots(self, start: int, end: int, out: torch.Tensor) -> torch.Tensor:
+        """`out` = the sum of every process's slot over elements [start, end),
+        added in slot order (the same sum whichever process asks). Call it
+        only after a collective that follows every process's writing."""
+        torch.add(self._slots[0][start:end], self._slots[1][start:end], out=out)
         for slot in self._slots[2:]:
-            self._result[chunk] += slot[chunk]
-        self._wait_for_everyone()  # every chunk summed
-        self._own.copy_(self._result)
-        return self._own
+            out += slot[start:end]
+        return out
 
-    def _wait_for_everyone(self) -> None:
-        # an all-reduce of one float: a quarter of what gloo's barrier takes on one machine
+    def wait_for_everyone(self) -> None:
+        """Return once every process has called it (an all-reduce of one
+        float: a quarter of what gloo's barrier takes on one machine)."""
         dist.all_reduce(self._signal, group=self._group)
-
-    @property
-    def bytes(self) -> int:
-        return self._numel * self._own.element_size()

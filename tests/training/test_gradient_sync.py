@@ -17,6 +17,7 @@ from spacy_mlm.training import shared_memory
 WORKER = '''
 import json, sys
 import torch, torch.distributed as dist
+from spacy_mlm.models import torch_stepper
 from spacy_mlm.training.gradient_sync import GradientReducer
 
 dist.init_process_group("gloo")
@@ -64,24 +65,44 @@ for times in json.loads(sys.argv[2]):
     reducer.begin()
     backward(times)
     reducer.finish()
-    # the gradients are this process's own: the fused optimizer may scale them in place
-    kept = net["hidden"].weight.grad.clone()
+    held = {name: p.grad for name, p in net.named_parameters() if p.grad is not None}
+    equal = {name: grad.is_sparse == (name == "rows.weight")  # rows stay rows, dense stays dense
+             and expected[name] is not None and torch.equal(grad.to_dense(), expected[name])
+             for name, grad in held.items()}
+    # the gradients are each process's own: the fused optimizer may scale them in place
+    kept = {name: grad.clone() for name, grad in held.items() if not grad.is_sparse}
+    dist.barrier()
     if rank == 1:
-        net["hidden"].weight.grad.mul_(1000.0)
+        for name in kept:
+            held[name].mul_(1000.0)
     dist.barrier()
-    private = rank == 1 or torch.equal(net["hidden"].weight.grad, kept)  # the first process reports
+    private = rank == 1 or all(torch.equal(held[name], grad) for name, grad in kept.items())
     dist.barrier()
-    net["hidden"].weight.grad.copy_(kept)
-    equal = {name: (param.grad is None and expected[name] is None)
-             or (param.grad is not None and expected[name] is not None
-                 and param.grad.is_sparse == (name == "rows.weight")  # rows stay rows, dense stays dense
-                 and torch.equal(param.grad.to_dense(), expected[name]))
-             for name, param in net.named_parameters()}
-    steps.append({"equal": equal, "private": private, "none": sorted(n for n, p in net.named_parameters() if p.grad is None),
-                  **{key: reducer.stats[key] - before[key] for key in before}})
+    for name, grad in kept.items():
+        held[name].copy_(grad)
+    # the whole gradient's squared norm, for clipping where a process holds part of it
+    given = torch_stepper._GIVEN_SQUARED_NORMS.pop(net, None)
+    whole = sum(float((g.double() ** 2).sum()) for g in expected.values() if g is not None)
+    norm_ok = given is None or abs(given.item() - whole) <= 1e-6 * whole
+    # a step of plain SGD on what each process holds, then the weights passed on: everyone has every step
+    with torch.no_grad():
+        target = {n: (p - 0.5 * expected[n] if expected[n] is not None else p.clone()) for n, p in net.named_parameters()}
+        for name, param in net.named_parameters():
+            if param.grad is not None:
+                param -= 0.5 * param.grad.to_dense()
+    reducer.share_weights()
+    weights_equal = all(torch.equal(p, target[n]) for n, p in net.named_parameters())
+    report = {"held": sorted(held), "equal": equal, "private": private, "norm_given": given is not None,
+              "norm_ok": norm_ok, "weights_equal": weights_equal,
+              "none": sorted(n for n in expected if expected[n] is None),
+              **{key: reducer.stats[key] - before[key] for key in before}}
+    everyone = [None, None]
+    dist.all_gather_object(everyone, report)
+    steps.append(everyone)
 if rank == 0:
     with open(sys.argv[1], "w") as out:
         json.dump(steps, out)
+dist.destroy_process_group()
 '''
 
 
@@ -95,16 +116,31 @@ def run_steps(tmp_path, backward_calls, mode):
     return json.loads((tmp_path / "steps.json").read_text())
 
 
+ALL = {"embed.weight", "rows.weight", "hidden.weight", "hidden.bias", "out.weight", "out.bias", "rank0_only.weight",
+       "rank0_only.bias"}  # every parameter with a gradient somewhere ("unused" has none)
+
+
+def check_step(step):
+    """Both processes' reports of one step, in either mode."""
+    for report in step:
+        assert report["held"] and all(report["equal"].values()), report
+        assert report["private"], "a process's gradients are views of memory another process reads"
+        assert report["weights_equal"], "after share_weights a process lacks a step"
+        assert report["norm_ok"], report
+        # rank0_only has a gradient on one process (summed with zeros), unused on none (stays None)
+        assert report["none"] == ["unused.bias", "unused.weight"]
+        # rows 1, 2, 3, 4, 7, 9 of the embedding: the union, not 50 rows; rows 3, 4, 7, 9 of the sparse one
+        assert report["rows"] == 6 + 4 and report["row_bytes"] == (6 + 4) * 4 * 4
+    assert set(step[0]["held"]) | set(step[1]["held"]) == ALL
+
+
 def test_the_reducer_sums_as_a_dense_all_reduce_through_steps_of_one_and_two_backward_calls(tmp_path):
     steps = run_steps(tmp_path, [1, 1, 2, 2, 1], "buckets")
     for step in steps:
-        assert all(step["equal"].values()), step
-        assert step["private"] and step["shared_bytes"] == 0
-        # rank0_only has a gradient on one process (summed with zeros), unused on none (stays None)
-        assert step["none"] == ["unused.bias", "unused.weight"]
-        # rows 1, 2, 3, 4, 7, 9 of the embedding: the union, not 50 rows; rows 3, 4, 7, 9 of the sparse one
-        assert step["rows"] == 6 + 4 and step["row_bytes"] == (6 + 4) * 4 * 4
-    first, overlapped, more, again, fewer = steps
+        check_step(step)
+        assert step[0]["held"] == step[1]["held"] == sorted(ALL)  # every process holds the whole sum
+        assert not step[0]["norm_given"] and step[0]["shared_bytes"] == 0
+    first, overlapped, more, again, fewer = [step[0] for step in steps]
     assert first["early_buckets"] == 0 and first["restarted"] == 0  # nothing known yet: all after backward
     assert overlapped["early_buckets"] > 0 and overlapped["restarted"] == 0
     # a second backward after buckets were summed: every process sums the complete gradients again
@@ -113,17 +149,24 @@ def test_the_reducer_sums_as_a_dense_all_reduce_through_steps_of_one_and_two_bac
     assert fewer["early_buckets"] == 0 and fewer["restarted"] == 0  # waiting for a second call that never came
 
 
-def test_the_reducer_sums_through_shared_memory_as_a_dense_all_reduce(tmp_path):
+def test_through_shared_memory_each_process_sums_and_steps_its_own_weights(tmp_path):
     steps = run_steps(tmp_path, [1, 2, 1], "shared")
     for step in steps:
-        assert all(step["equal"].values()), step
-        assert step["private"], "a process's gradients are views of memory another process reads"
-        assert step["none"] == ["unused.bias", "unused.weight"]
-        assert step["rows"] == 6 + 4  # embedding rows are still summed as rows
-        # every other weight (hidden 4x4+4, out 4+1, rank0_only 4+1, unused 4+1) in floats, no bucket
-        assert step["shared_bytes"] == (20 + 5 + 5 + 5) * 4 and step["dense_bytes"] == 0
-        assert step["early_buckets"] == 0 and step["restarted"] == 0
+        check_step(step)
+        dense = [set(report["held"]) - {"embed.weight", "rows.weight"} for report in step]
+        assert dense[0] and dense[1] and not dense[0] & dense[1]  # each dense weight summed by one process
+        assert all(report["norm_given"] for report in step)
+        # the weights each owns (hidden 4x4+4, out 4+1, rank0_only 4+1, unused 4+1: 35 floats over 2), no bucket
+        assert sum(report["shared_bytes"] for report in step) == 35 * 4
+        assert all(r["dense_bytes"] == r["early_buckets"] == r["restarted"] == 0 for r in step)
     assert not [p for p in os.listdir(shared_memory.SHARED_DIR) if p.startswith("spacy-mlm-gradients-")]
+
+
+def test_owned_ranges_cut_whole_weights_evenly():
+    assert shared_memory.owned_ranges([10, 10, 10, 10], 2) == [(0, 2), (2, 4)]
+    assert shared_memory.owned_ranges([30, 5, 5, 5, 5], 2) == [(0, 1), (1, 5)]
+    assert shared_memory.owned_ranges([1, 1, 1, 1, 1, 1], 3) == [(0, 2), (2, 4), (4, 6)]
+    assert shared_memory.owned_ranges([4], 2) == [(0, 1), (1, 1)]  # fewer weights than processes
 
 
 def test_shared_memory_that_cannot_be_reserved_is_declined(tmp_path, monkeypatch):
