@@ -168,7 +168,7 @@ def rank_share(batch: List[Any], group: ProcessGroup) -> Optional[List[Any]]:
     return [batch[i] for i in shares[group.rank]]
 
 
-def padded_shares(lengths: Sequence[int], world: int, weights: Optional[Sequence[float]] = None) -> List[List[int]]:
+def padded_shares(lengths: Sequence[int], world: int) -> List[List[int]]:
     """Split a batch (the examples' lengths) into `world` shares of example
     indices (each in batch order) so that the largest share's padded size,
     examples x longest, is smallest: each process pads its share to its own
@@ -177,26 +177,20 @@ def padded_shares(lengths: Sequence[int], world: int, weights: Optional[Sequence
     runs, each as long as a size cap allows (searched by bisection); every
     share gets at least one example when there are enough. On CoNLL sentences
     in batches of 16 over 2 processes the slowest share pads to 200 tokens a
-    step where examples dealt in turn (`batch[rank::world]`) pad to 312.
-
-    `weights` (one per process, summing to 1; equal when None): share i's
-    padded size is held to its weight's part of the cap, so a process that
-    computes faster (`ShareBalancer`) takes more."""
+    step where examples dealt in turn (`batch[rank::world]`) pad to 312."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     sizes = [max(1, lengths[i]) for i in order]
-    parts = [world * w for w in weights] if weights is not None else [1.0] * world
 
     def cuts_within(cap: int) -> Optional[List[int]]:
         cuts, start = [], 0
         while start < len(order) and len(cuts) < world:
             left_for_others = world - len(cuts) - 1
-            allowed = int(cap * parts[len(cuts)])
-            take = min(max(1, allowed // sizes[start]), max(1, len(order) - start - left_for_others))
+            take = min(max(1, cap // sizes[start]), max(1, len(order) - start - left_for_others))
             start = min(len(order), start + take)
             cuts.append(start)
         return cuts if start == len(order) else None
 
-    low, high = 1, max(1, int(len(order) * (sizes[0] if sizes else 1) / min(parts)) + 1)
+    low, high = 1, max(1, len(order) * (sizes[0] if sizes else 1))
     while low < high:
         middle = (low + high) // 2
         if cuts_within(middle) is None:
