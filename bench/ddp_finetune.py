@@ -15,11 +15,13 @@ differ only within the spread of seeds.
     python bench/ddp_finetune.py                 # 3 seeds, ~1 h on an idle 2-core CPU
     python bench/ddp_finetune.py --quick         # 5 steps, 1 seed: ~2 min idle (5 min on a loaded 2-core box)
 
-Needs an otherwise idle machine for the timings: the three runs compete for
-the same cores with anything else running. Last line: one JSON object with
-train_s_1proc, train_s_1proc_2threads, train_s_2proc (means over seeds),
-speedup (1 process of 1 thread / 2 processes), speedup_vs_threads (1 process of
-2 threads / 2 processes), f1_1proc, f1_2proc (means), and per-seed lists.
+Needs an otherwise idle machine for the timings: the runs compete for the
+same cores with anything else running. `--runs` adds 2proc_collectives (2
+processes summing with gloo's all-reduce, `--no-shared-memory`, as they would
+between machines). Last line: one JSON object with train_s_<run> for each run
+(means over seeds), speedup (1 process of 1 thread / 2 processes),
+speedup_vs_threads (1 process of 2 threads / 2 processes), speedup_collectives
+(with that run), f1_<run> (means), and per-seed lists.
 """
 import json
 import os
@@ -52,11 +54,13 @@ def make_step_clock(path: str):
     return before_update
 '''
 
-RUNS = {  # name: (processes, threads per process)
-    "1proc": (1, 1),
-    "1proc_2threads": (1, 2),
-    "2proc": (2, 1),
+RUNS = {  # name: (processes, threads per process, extra options of spacy_mlm train)
+    "1proc": (1, 1, []),
+    "1proc_2threads": (1, 2, []),
+    "2proc": (2, 1, []),  # on one machine's CPUs: gradients and weights through shared memory
+    "2proc_collectives": (2, 1, ["--no-shared-memory"]),  # gloo's all-reduce instead (as between machines)
 }
+DEFAULT_RUNS = "1proc,1proc_2threads,2proc"
 
 
 def write_sentences(source: str, out: Path, limit: int, seed: int) -> None:
@@ -64,7 +68,7 @@ def write_sentences(source: str, out: Path, limit: int, seed: int) -> None:
 
 
 def train(run: str, work: Path, seed: int, args) -> dict:
-    processes, threads = RUNS[run]
+    processes, threads, options = RUNS[run]
     output, clock = work / f"{run}-seed{seed}", work / f"{run}-seed{seed}.steps"
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     command = (launcher if processes > 1 else [sys.executable]) + [
@@ -78,7 +82,7 @@ def train(run: str, work: Path, seed: int, args) -> dict:
         "--training.optimizer.learn_rate.initial_rate", str(args.lr),
         "--training.logger.progress_bar", "null",
         "--training.before_update", json.dumps({"@callbacks": "bench.step_clock.v1", "path": str(clock)}),
-    ]
+    ] + options
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false")
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -99,8 +103,13 @@ def main():
     parser.add_argument("--batch-size", type=int, default=16, help="sentences per step, over all processes")
     parser.lr(5e-5)
     parser.seeds([0, 1, 2])
+    parser.add_argument("--runs", default=DEFAULT_RUNS,
+                        help=f"which runs, in turn, of {', '.join(RUNS)} (speedup needs 1proc and 2proc)")
     parser.quick("5 steps of 8 sentences, 40 dev sentences, seed 0 (unless --seed(s) given)")
     args = parser.parse_args()
+    runs = args.runs.split(",")
+    if not set(runs) <= set(RUNS) or not {"1proc", "2proc"} <= set(runs):
+        parser.error(f"--runs: a choice of {', '.join(RUNS)} with 1proc and 2proc among them")
     if args.quick:
         args.n_train, args.n_dev, args.steps, args.batch_size = 80, 40, 5, 8
         if args.seed is None and args.seeds is None:
@@ -111,21 +120,23 @@ def main():
         write_sentences(args.train, work / "train.spacy", args.n_train, 0)
         write_sentences(args.dev, work / "dev.spacy", args.n_dev, 0)
         (work / "step_clock.py").write_text(STEP_CLOCK)
-        results = {run: [train(run, work, seed, args) for seed in seeds] for run in RUNS}
+        results = {run: [] for run in runs}
+        for seed in seeds:  # each seed's runs in turn, so that a change of load falls on all alike
+            for run in runs:
+                results[run].append(train(run, work, seed, args))
     mean = {run: {k: statistics.mean(r[k] for r in rows) for k in ("train_s", "f1")} for run, rows in results.items()}
-    summary = {
-        "train_s_1proc": round(mean["1proc"]["train_s"], 2),
-        "train_s_1proc_2threads": round(mean["1proc_2threads"]["train_s"], 2),
-        "train_s_2proc": round(mean["2proc"]["train_s"], 2),
-        "speedup": round(mean["1proc"]["train_s"] / mean["2proc"]["train_s"], 3),
-        "speedup_vs_threads": round(mean["1proc_2threads"]["train_s"] / mean["2proc"]["train_s"], 3),
-        "f1_1proc": round(mean["1proc"]["f1"], 4),
-        "f1_1proc_2threads": round(mean["1proc_2threads"]["f1"], 4),
-        "f1_2proc": round(mean["2proc"]["f1"], 4),
+    summary = {f"train_s_{run}": round(mean[run]["train_s"], 2) for run in runs}
+    summary["speedup"] = round(mean["1proc"]["train_s"] / mean["2proc"]["train_s"], 3)
+    if "1proc_2threads" in mean:
+        summary["speedup_vs_threads"] = round(mean["1proc_2threads"]["train_s"] / mean["2proc"]["train_s"], 3)
+    if "2proc_collectives" in mean:
+        summary["speedup_collectives"] = round(mean["1proc"]["train_s"] / mean["2proc_collectives"]["train_s"], 3)
+    summary.update({f"f1_{run}": round(mean[run]["f1"], 4) for run in runs})
+    summary.update({
         "per_seed": {run: [{k: round(v, 4) for k, v in r.items()} for r in rows] for run, rows in results.items()},
         "seeds": seeds, "steps": args.steps, "batch_size": args.batch_size, "n_train": args.n_train,
         "n_dev": args.n_dev, "cpu_count": os.cpu_count(),
-    }
+    })
     print_result(summary)
 
 
