@@ -229,7 +229,8 @@ class GradientReducer:
 
     def finish(self) -> None:
         """Sum what is left, wait for every bucket, and leave the summed
-        gradients on the parameters."""
+        gradients on the parameters (through shared memory: on the weights
+        this process owns, and the embedding matrices)."""
         self._counting = False
         if self._shared is not None:
             flat_gradients(self._dense, out=self._shared.slot)  # written before the gather below
@@ -275,6 +276,7 @@ class GradientReducer:
 
     @staticmethod
     def _add_squared_norms(squared: torch.Tensor, modules_and_params) -> None:
+        """Add each (module index, parameter)'s squared gradient norm to `squared[module index]`."""
         grads = [(m, p.grad.coalesce().values() if p.grad.is_sparse else p.grad)
                  for m, p in modules_and_params if p.grad is not None]
         if grads:
