@@ -49,10 +49,14 @@ SHARED_DIR = "/dev/shm"  # a tmpfs: what is written there stays in memory
 
 def _reserve(size: int) -> Optional[str]:
     """A new file of `size` bytes in SHARED_DIR with its memory reserved, or
-    None (no such directory, not enough room)."""
+    None (no such directory, not writable, not enough room)."""
     if not os.path.isdir(SHARED_DIR):
         return None
-    fd, path = tempfile.mkstemp(prefix="spacy-mlm-gradients-", dir=SHARED_DIR)
+    try:
+        fd, path = tempfile.mkstemp(prefix="spacy-mlm-gradients-", dir=SHARED_DIR)
+    except OSError as err:
+        logger.info("Cannot make a file for shared gradients in %s (%s)", SHARED_DIR, err)
+        return None
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as err:

@@ -181,3 +181,9 @@ def test_shared_memory_that_cannot_be_reserved_is_declined(tmp_path, monkeypatch
     monkeypatch.setattr(shared_memory.os, "posix_fallocate", full)
     assert shared_memory._reserve(1024) is None
     assert list(tmp_path.iterdir()) == []  # the file made before the failed reservation is removed
+
+    def read_only(**settings):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(shared_memory.tempfile, "mkstemp", read_only)
+    assert shared_memory._reserve(1024) is None
