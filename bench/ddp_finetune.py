@@ -18,10 +18,15 @@ differ only within the spread of seeds.
 Needs an otherwise idle machine for the timings: the runs compete for the
 same cores with anything else running. `--runs` adds 2proc_collectives (2
 processes summing with gloo's all-reduce, `--no-shared-memory`, as they would
-between machines). Last line: one JSON object with train_s_<run> for each run
-(means over seeds), speedup (1 process of 1 thread / 2 processes),
-speedup_vs_threads (1 process of 2 threads / 2 processes), speedup_collectives
-(with that run), f1_<run> (means), and per-seed lists.
+between machines) and 2proc_independent: two plain runs at once, each with half
+the batch and nothing exchanged, the time (the slower one's) no data-parallel run
+can beat on this machine; its speedup_ceiling shows what two cores give this
+work when both are busy (on a VM whose two vCPUs slow each other down, well
+under 2). `--precision bf16` runs every run in bf16 (default: configs/ner.cfg's
+fp32). Last line: one JSON object with train_s_<run> for each run (means over
+seeds), speedup (1 process of 1 thread / 2 processes), speedup_vs_threads (1
+process of 2 threads / 2 processes), speedup_collectives and speedup_ceiling
+(with those runs), f1_<run> (means), and per-seed lists.
 """
 import json
 import os
@@ -59,7 +64,11 @@ RUNS = {  # name: (processes, threads per process, extra options of spacy_mlm tr
     "1proc_2threads": (1, 2, []),
     "2proc": (2, 1, []),  # on one machine's CPUs: gradients and weights through shared memory
     "2proc_collectives": (2, 1, ["--no-shared-memory"]),  # gloo's all-reduce instead (as between machines)
+    # Two plain runs at once, each taking half the batch and talking to no one: the work of one 2proc
+    # process with nothing exchanged, so the bound on what any data-parallel run reaches on this machine.
+    "2proc_independent": (2, 1, []),
 }
+INDEPENDENT = {"2proc_independent"}
 DEFAULT_RUNS = "1proc,1proc_2threads,2proc"
 
 
@@ -67,28 +76,58 @@ def write_sentences(source: str, out: Path, limit: int, seed: int) -> None:
     DocBin(docs=ner.load_sentences(source, spacy.blank("en").vocab, limit, seed)).to_disk(out)
 
 
-def train(run: str, work: Path, seed: int, args) -> dict:
-    processes, threads, options = RUNS[run]
-    output, clock = work / f"{run}-seed{seed}", work / f"{run}-seed{seed}.steps"
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
-    command = (launcher if processes > 1 else [sys.executable]) + [
+def train_command(output: Path, clock: Path, batch_size: int, work: Path, seed: int, args) -> list:
+    """The options of `spacy_mlm train` for one run: configs/ner.cfg on the bench's data and budget."""
+    return [
         "-m", "spacy_mlm", "train", str(REPO / "configs" / "ner.cfg"), "--output", str(output),
         "--code", str(work / "step_clock.py"),
         "--paths.encoder", args.model,
         "--paths.train", str(work / "train.spacy"), "--paths.dev", str(work / "dev.spacy"),
         "--system.seed", str(seed), "--training.max_steps", str(args.steps), "--training.max_epochs", "0",
-        "--training.eval_frequency", str(args.steps + 1), "--training.batcher.size", str(args.batch_size),
+        "--training.eval_frequency", str(args.steps + 1), "--training.batcher.size", str(batch_size),
         "--training.optimizer.learn_rate.warmup_steps", str(max(1, args.steps // 10)),
         "--training.optimizer.learn_rate.initial_rate", str(args.lr),
         "--training.logger.progress_bar", "null",
         "--training.before_update", json.dumps({"@callbacks": "bench.step_clock.v1", "path": str(clock)}),
-    ] + options
+        "--components.encoder.model.precision", args.precision,
+    ]
+
+
+def train_seconds(clock: Path, steps: int) -> float:
+    times = dict(line.split() for line in clock.read_text().splitlines())
+    return float(times[str(steps)]) - float(times["1"])
+
+
+def train(run: str, work: Path, seed: int, args) -> dict:
+    """One run: its train seconds and (but for the independent pair, whose halves are
+    not one model) the dev F1 of its model-last."""
+    processes, threads, options = RUNS[run]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false")
+    name = f"{run}-seed{seed}"
+    if run in INDEPENDENT:
+        clocks = [work / f"{name}-{i}.steps" for i in range(processes)]
+        started = [
+            subprocess.Popen([sys.executable] + train_command(
+                work / f"{name}-{i}", clock, args.batch_size // processes, work, seed, args) + options,
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for i, clock in enumerate(clocks)
+        ]
+        for process in started:
+            _, stderr = process.communicate()
+            if process.returncode != 0:
+                sys.exit(f"{run} (seed {seed}) failed:\n{stderr[-3000:]}")
+        # a data-parallel step waits for the slower process
+        train_s = max(train_seconds(clock, args.steps) for clock in clocks)
+        print(f"{run} seed {seed}: {train_s:.1f} s for steps 1-{args.steps - 1}", file=sys.stderr)
+        return {"train_s": train_s}
+    output, clock = work / name, work / f"{name}.steps"
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+    command = (launcher if processes > 1 else [sys.executable]) + train_command(
+        output, clock, args.batch_size, work, seed, args) + options
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{run} (seed {seed}) failed:\n{done.stderr[-3000:]}")
-    times = dict(line.split() for line in clock.read_text().splitlines())
-    train_s = float(times[str(args.steps)]) - float(times["1"])
+    train_s = train_seconds(clock, args.steps)
     nlp = spacy.load(output / "model-last")
     dev = [Example(nlp.make_doc(doc.text), doc) for doc in DocBin().from_disk(work / "dev.spacy").get_docs(nlp.vocab)]
     f1 = nlp.evaluate(dev)["ents_f"]
@@ -105,6 +144,8 @@ def main():
     parser.seeds([0, 1, 2])
     parser.add_argument("--runs", default=DEFAULT_RUNS,
                         help=f"which runs, in turn, of {', '.join(RUNS)} (speedup needs 1proc and 2proc)")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="the encoder's precision in every run (default: configs/ner.cfg's, fp32)")
     parser.quick("5 steps of 8 sentences, 40 dev sentences, seed 0 (unless --seed(s) given)")
     args = parser.parse_args()
     runs = args.runs.split(",")
@@ -124,18 +165,20 @@ def main():
         for seed in seeds:  # each seed's runs in turn, so that a change of load falls on all alike
             for run in runs:
                 results[run].append(train(run, work, seed, args))
-    mean = {run: {k: statistics.mean(r[k] for r in rows) for k in ("train_s", "f1")} for run, rows in results.items()}
+    mean = {run: {k: statistics.mean(r[k] for r in rows) for k in rows[0]} for run, rows in results.items()}
     summary = {f"train_s_{run}": round(mean[run]["train_s"], 2) for run in runs}
     summary["speedup"] = round(mean["1proc"]["train_s"] / mean["2proc"]["train_s"], 3)
     if "1proc_2threads" in mean:
         summary["speedup_vs_threads"] = round(mean["1proc_2threads"]["train_s"] / mean["2proc"]["train_s"], 3)
     if "2proc_collectives" in mean:
         summary["speedup_collectives"] = round(mean["1proc"]["train_s"] / mean["2proc_collectives"]["train_s"], 3)
-    summary.update({f"f1_{run}": round(mean[run]["f1"], 4) for run in runs})
+    if "2proc_independent" in mean:
+        summary["speedup_ceiling"] = round(mean["1proc"]["train_s"] / mean["2proc_independent"]["train_s"], 3)
+    summary.update({f"f1_{run}": round(mean[run]["f1"], 4) for run in runs if run not in INDEPENDENT})
     summary.update({
         "per_seed": {run: [{k: round(v, 4) for k, v in r.items()} for r in rows] for run, rows in results.items()},
         "seeds": seeds, "steps": args.steps, "batch_size": args.batch_size, "n_train": args.n_train,
-        "n_dev": args.n_dev, "cpu_count": os.cpu_count(),
+        "n_dev": args.n_dev, "precision": args.precision, "cpu_count": os.cpu_count(),
     })
     print_result(summary)
 
