@@ -170,7 +170,9 @@ class GradientReducer:
 
     def _own_part(self, modules: Sequence[torch.nn.Module]) -> None:
         """This process's run of the dense weights (`owned_ranges`), their
-        offsets in the flat order, and each weight's module (for the norms)."""
+        offsets in the flat order, and each weight's module (for the norms);
+        then every dense weight is moved into the shared copy (each owner's
+        values: the same in every process from here on)."""
         ranges = owned_ranges([p.numel() for p in self._dense], dist.get_world_size(self._group))
         first, last = ranges[dist.get_rank(self._group)]
         offsets = [0]
@@ -180,7 +182,7 @@ class GradientReducer:
         self._owned = self._dense[first:last]
         self._owned_span = (offsets[first], offsets[last])
         self._owned_grads = torch.empty(offsets[last] - offsets[first], dtype=self._dense[0].dtype)
-        self._others = [(p, offsets[i]) for i, p in enumerate(self._dense) if not first <= i < last]
+        self._others = [p for i, p in enumerate(self._dense) if not first <= i < last]
         self._modules = list(modules)
         module_of = {}
         for index, module in reversed(list(enumerate(self._modules))):  # a weight in two modules: the first
@@ -188,6 +190,14 @@ class GradientReducer:
         self._module_of_owned = [module_of[id(p)] for p in self._owned]
         self._module_of_rows = [module_of[id(p)] for p in self._rows]
         self._stepped = False  # the owned weights have been stepped and not yet shared
+        # The weights move into the shared copy: each owner writes its run, then every process's
+        # parameters become views of it, so the owner's optimizer steps them for everyone in place.
+        with torch.no_grad():
+            if self._owned:
+                torch.cat([p.reshape(-1) for p in self._owned], out=self._shared.weights[offsets[first] : offsets[last]])
+            self._shared.wait_for_everyone()
+            for param, offset in zip(self._dense, offsets):
+                param.data = self._shared.weights[offset : offset + param.numel()].view_as(param)
 
     @property
     def shared_memory(self) -> bool:
@@ -263,7 +273,7 @@ class GradientReducer:
         start, end = self._owned_span
         summed = self._shared.sum_slots(start, end, self._owned_grads)
         set_from_flat(self._owned, summed, present[self._owned_first : self._owned_last])
-        for param, _ in self._others:
+        for param in self._others:
             param.grad = None
         squared = torch.zeros(len(self._modules), dtype=summed.dtype)
         self._add_squared_norms(squared, zip(self._module_of_owned, self._owned))
@@ -284,20 +294,16 @@ class GradientReducer:
             squared.index_add_(0, torch.tensor([m for m, _ in grads]), torch.stack(norms).to(squared) ** 2)
 
     def share_weights(self) -> None:
-        """After the optimizer has stepped the weights this process owns: put
-        them in the shared copy and take every other weight from it (so every
-        process holds the same weights again). Nothing to do without shared
-        memory, or when nothing was stepped since the last call."""
+        """After the optimizer has stepped the weights this process owns (in
+        the shared copy, which every process's dense weights are views of):
+        wait until every process has stepped its own, so that no process
+        reads a weight, in a forward pass or to save it, while its owner
+        still writes it. Nothing to do without shared memory, or when nothing
+        was stepped since the last call."""
         if self._shared is None or not self._stepped:
             return
         self._stepped = False
-        start, end = self._owned_span
-        with torch.no_grad():
-            if self._owned:
-                torch.cat([p.reshape(-1) for p in self._owned], out=self._shared.weights[start:end])
-            self._shared.wait_for_everyone()  # every process's weights are in
-            for param, offset in self._others:
-                param.copy_(self._shared.weights[offset : offset + param.numel()].view_as(param))
+        self._shared.wait_for_everyone()
 
     def _sum_buckets(self, present: List[bool], restart: bool) -> None:
         """Wait for every bucket's all-reduce, or sum them all again if
@@ -365,7 +371,12 @@ class GradientReducer:
             offset += size
 
     def close(self) -> None:
-        """Remove the hooks from the parameters."""
+        """Remove the hooks from the parameters and give the weights back
+        memory of their own (no longer stepped by the other processes)."""
         for hook in self._hooks:
             hook.remove()
+        if self._shared is not None:
+            with torch.no_grad():
+                for param in self._dense:
+                    param.data = param.data.clone()
         self._hooks = []

@@ -9,22 +9,26 @@ on the same cores. Measured on the 2-core benchmark machine (notes of issue
 36), MiniLM NER under torchrun spent 35-46 ms a step in the kernel with gloo,
 8-15 ms with this, and every process also ran the same AdamW step over all
 44 MB of dense weights. Here the processes map one file in /dev/shm holding a
-gradient slot per process and one copy of the weights, and each weight is
-stepped by one process only (its *owner*: the weights are cut into one
-contiguous range per process, ZeRO stage 1's partition of the optimizer):
+gradient slot per process and the weights themselves (every process's dense
+parameters are views of that one copy), and each weight is stepped by one
+process only (its *owner*: the weights are cut into one contiguous range per
+process, ZeRO stage 1's partition of the optimizer):
 
 * each process writes its flat gradients into its slot (the copy that
   flattens them, which the collectives need too);
-* after a small collective (every slot is written) each process sums, in slot
-  order, its own range of the slots into a buffer of its own: the gradients
-  of the weights it owns, which its optimizer then steps (the fused step may
-  scale them in place: they are read by no one else);
-* after the step each process writes the weights it owns into the shared
-  copy and, after another small collective, reads the others' from it.
+* after a small collective (every slot is written, so every process is done
+  reading the weights for this step) each process sums, in slot order, its
+  own range of the slots into a buffer of its own: the gradients of the
+  weights it owns, which its optimizer then steps in place, for everyone (the
+  fused step may scale the gradients in place: they are read by no one else);
+* another small collective after the step, before anything reads the weights
+  again.
 
-So the optimizer's work and its moments are divided among the processes and
-every process ends each step with the same weights bit for bit. A process
-that dies makes the other's next collective fail, as with gloo alone.
+So the optimizer's work and its moments are divided among the processes, no
+weight is copied from one process to another, and every process holds the
+same weights bit for bit. (Copying each process's stepped weights in and the
+others' out instead cost 12-14 ms of a 310-340 ms step in the benchmark.) A
+process that dies makes the other's next collective fail, as with gloo alone.
 
 The file is reserved whole when opened (`posix_fallocate`: a full /dev/shm
 then fails here, cleanly, instead of killing a process with SIGBUS on a later

@@ -70,3 +70,19 @@ def test_the_listener_hands_torch_heads_tensors_and_other_models_thinc_arrays(en
     assert isinstance(rows, torch.Tensor) and isinstance(array, numpy.ndarray)
     assert rows.shape == (len(doc), 32)
     numpy.testing.assert_array_equal(rows.cpu().numpy(), array)
+
+
+def test_a_module_whose_weights_share_one_buffer_saves_and_loads():
+    # as during data-parallel training on one machine's CPUs, where every weight is a view of one
+    # shared buffer (training/shared_memory.py) and rank 0 saves model-best meanwhile: safetensors
+    # takes tensors that share a buffer without overlapping
+    from spacy_mlm.models.torch_shim import TorchShim
+
+    shim = TorchShim(build=lambda width: torch.nn.Linear(width, 2))
+    module = shim.build(width=3)
+    buffer = torch.arange(8, dtype=torch.float32)
+    with torch.no_grad():
+        module.weight.data = buffer[:6].view(2, 3)
+        module.bias.data = buffer[6:]
+    loaded = TorchShim(build=lambda width: torch.nn.Linear(width, 2)).from_bytes(shim.to_bytes()).module
+    assert torch.equal(loaded.weight, buffer[:6].view(2, 3)) and torch.equal(loaded.bias, buffer[6:])

@@ -87,6 +87,7 @@ for times in json.loads(sys.argv[2]):
     # a step of plain SGD on what each process holds, then the weights passed on: everyone has every step
     with torch.no_grad():
         target = {n: (p - 0.5 * expected[n] if expected[n] is not None else p.clone()) for n, p in net.named_parameters()}
+        dist.barrier()  # read before anyone steps: through shared memory the owner steps a weight for everyone
         for name, param in net.named_parameters():
             if param.grad is not None:
                 param -= 0.5 * param.grad.to_dense()
@@ -99,6 +100,13 @@ for times in json.loads(sys.argv[2]):
     everyone = [None, None]
     dist.all_gather_object(everyone, report)
     steps.append(everyone)
+# after close the weights are the process's own again: a step here is seen by no other process
+reducer.close()
+with torch.no_grad():
+    net["hidden"].bias += rank + 1
+biases = [None, None]
+dist.all_gather_object(biases, net["hidden"].bias.tolist())
+steps.append({"own_after_close": biases[0] != biases[1]})
 if rank == 0:
     with open(sys.argv[1], "w") as out:
         json.dump(steps, out)
@@ -113,7 +121,9 @@ def run_steps(tmp_path, backward_calls, mode):
     done = subprocess.run(command, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((tmp_path / "steps.json").read_text())
+    *steps, closed = json.loads((tmp_path / "steps.json").read_text())
+    assert closed["own_after_close"], "after close() a weight is still shared between the processes"
+    return steps
 
 
 ALL = {"embed.weight", "rows.weight", "hidden.weight", "hidden.bias", "out.weight", "out.bias", "rank0_only.weight",
