@@ -12,7 +12,7 @@ save), read from a `before_update` callback on the first process; dev F1 is
 the weights of 1 (tests/training/test_distributed.py), so their F1 should
 differ only within the spread of seeds.
 
-    python bench/ddp_finetune.py                 # 3 seeds, ~20 min on an idle 2-core CPU (~28 min with 2proc_collectives)
+    python bench/ddp_finetune.py                 # 3 seeds, ~20 min on an idle 2-core CPU (~24 min with 2proc_independent, ~28 with 2proc_collectives)
     python bench/ddp_finetune.py --quick         # 5 steps, 1 seed: ~2 min idle (5 min on a loaded 2-core box)
 
 Needs an otherwise idle machine for the timings: the runs compete for the
