@@ -13,8 +13,7 @@ run is active (`data_parallel_training`):
   share (`padded_shares`). The union of a step's shares is the batch one
   process would train on, and every process takes the same number of steps in
   every epoch, which sharding the corpus itself could not give with a batcher
-  that counts words. The shares are cut by the examples' lengths in the
-  encoder's pieces, so that the processes wait for each other little;
+  that counts words;
 * the losses: a component's loss is a mean over its batch (annotated tokens,
   rows, known cells); `step_sum` (`util/global_batch.py`) makes the denominator the count over the whole
   global batch, so each process's gradient is its part of the one-process
@@ -52,7 +51,6 @@ from spacy.training import loop as spacy_loop
 from thinc.api import Model
 
 from ..errors import SpacyMlmError
-from ..tokenization.tokenizer import PieceTokenizer
 from ..util.global_batch import summed_over_processes
 from .gradient_sync import GradientReducer
 
@@ -160,33 +158,14 @@ def check_synchronisable(nlp: Language, frozen: Iterable[str], accumulate_gradie
         )
 
 
-def rank_share(batch: List[Any], group: ProcessGroup,
-               lengths: Optional[Callable[[List[Any]], List[int]]] = None) -> Optional[List[Any]]:
-    """This process's examples of a global batch (`padded_shares` of their
-    `lengths`: `example_lengths`' kind; words by default), or None when some
-    process's share would have no tokens (it would skip its losses and leave
-    the others waiting): all processes then skip the batch."""
-    sizes = lengths(batch) if lengths is not None else [len(eg.predicted) for eg in batch]
-    shares = padded_shares(sizes, group.world)
+def rank_share(batch: List[Any], group: ProcessGroup) -> Optional[List[Any]]:
+    """This process's examples of a global batch (`padded_shares`), or None
+    when some process's share would have no tokens (it would skip its losses
+    and leave the others waiting): all processes then skip the batch."""
+    shares = padded_shares([len(eg.predicted) for eg in batch], group.world)
     if any(not any(len(batch[i].predicted) for i in share) for share in shares):
         return None
     return [batch[i] for i in shares[group.rank]]
-
-
-def example_lengths(nlp: Language) -> Callable[[List[Any]], List[int]]:
-    """How long each example of a batch is, for cutting the batch into
-    shares: its pieces under the pipeline's (first) encoder's tokenizer,
-    windows, context and pair templates included, which is what its forward
-    pass costs (250 batches of 16 CoNLL-2003 sentences over 2 processes,
-    MiniLM's pieces: the slower share pads to 250 pieces a step on average,
-    275 when cut by words); its words where the pipeline has no encoder."""
-    for _, pipe in nlp.pipeline:
-        model = getattr(pipe, "model", None)
-        tokenizer = model.attrs.get("tokenizer") if isinstance(model, Model) else None
-        if isinstance(tokenizer, PieceTokenizer):
-            return lambda batch: [sum(len(window.input_ids) for window in pieces.windows)
-                                  for pieces in tokenizer([eg.predicted for eg in batch])]
-    return lambda batch: [len(eg.predicted) for eg in batch]
 
 
 def padded_shares(lengths: Sequence[int], world: int) -> List[List[int]]:
@@ -248,8 +227,7 @@ class _Randomness:
             random.setstate(own)
 
 
-def _shares(train_data: Iterator[Tuple[int, List]], group: ProcessGroup, randomness: _Randomness, words: List[int],
-            lengths: Callable[[List[Any]], List[int]]):
+def _shares(train_data: Iterator[Tuple[int, List]], group: ProcessGroup, randomness: _Randomness, words: List[int]):
     skipped = 0
     while True:
         with randomness.shuffling():
@@ -258,7 +236,7 @@ def _shares(train_data: Iterator[Tuple[int, List]], group: ProcessGroup, randomn
             return
         epoch, batch = item
         batch = list(batch)
-        share = rank_share(batch, group, lengths)
+        share = rank_share(batch, group)
         if share is None:
             skipped += 1
             if skipped == 1 and group.main:
@@ -315,7 +293,7 @@ def _data_parallel_steps(original: Callable, group: ProcessGroup, seed: Optional
         random.setstate(state[0])
         randomness = _Randomness(seed, group)
         words = [0]
-        shares = _shares(iter(train_data), group, randomness, words, example_lengths(nlp))
+        shares = _shares(iter(train_data), group, randomness, words)
         reducer = GradientReducer(torch_modules(nlp, exclude=settings["exclude"]), shared_memory=shared_memory)
         if group.main:
             logger.info("Gradients summed %s", "and weights stepped through shared memory"

@@ -13,13 +13,12 @@ import pytest
 import spacy
 import torch
 from spacy.tokens import DocBin
-from spacy.training import Example
 from thinc.api import Config
 
 from spacy_mlm.readers.conll import load_ner_docs
 from spacy_mlm.testing import make_tiny_bert
 from spacy_mlm.training.distributed import (
-    DataParallelError, ProcessGroup, check_synchronisable, example_lengths, padded_shares, rank_share, torch_modules,
+    DataParallelError, ProcessGroup, check_synchronisable, padded_shares, rank_share, torch_modules,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,21 +130,6 @@ def test_rank_share_splits_a_batch_by_padded_size_and_skips_one_a_process_cannot
     # the two longest (padded 2 x 5) and the three shortest (3 x 3), each in batch order; in turn: 3 x 5 and 2 x 4
     assert shares == [[batch[3], batch[4]], [batch[0], batch[1], batch[2]]]
     assert rank_share([Eg(3), Eg(0)], ProcessGroup(0, 2, 0)) is None  # the second process would have no tokens
-
-
-def test_shares_are_cut_by_the_encoders_pieces(tiny_model_dir):
-    nlp = spacy.blank("en")
-    assert example_lengths(nlp)([Example(nlp.make_doc("a b c"), nlp.make_doc("a b c"))]) == [3]  # no encoder: words
-    nlp.add_pipe("mlm_encoder", config={"model": {"path": str(tiny_model_dir)}})
-    nlp.initialize()
-    tokenizer = nlp.get_pipe("mlm_encoder").model.attrs["tokenizer"]
-    texts = ["a b c d e f", "a b c", "supercalifragilistic antidisestablishmentarianism", "x y"]
-    batch = [Example(nlp.make_doc(t), nlp.make_doc(t)) for t in texts]
-    pieces = [sum(len(w.input_ids) for w in p.windows) for p in tokenizer([eg.predicted for eg in batch])]
-    assert example_lengths(nlp)(batch) == pieces
-    assert pieces[2] > pieces[0] > len(batch[0].predicted)  # the two long words are many pieces
-    shares = [rank_share(batch, ProcessGroup(rank, 2, rank), example_lengths(nlp)) for rank in (0, 1)]
-    assert shares == [[batch[2]], [batch[0], batch[1], batch[3]]]  # by words the 6-word text would go alone
 
 
 def test_padded_shares_cover_the_batch_and_give_every_process_an_example():
