@@ -24,6 +24,7 @@ from thinc.api import Model
 from thinc.types import Floats2d
 
 from ..util.settings import FLAG, INT, NUMBER, check_settings, one_of, optional
+from .dropout import dropout as apply_dropout
 from .initialization import init_output_layer
 from .listener import initialized_width
 from .torch_head import build_torch_head, torch_module
@@ -44,8 +45,8 @@ class ClassifierHead(torch.nn.Module):
 
     def forward(self, vectors: torch.Tensor, dropout: float = 0.0) -> torch.Tensor:
         if self.hidden is not None:
-            vectors = self.activation(self.hidden(torch.nn.functional.dropout(vectors, dropout, self.training)))
-        return self.output(torch.nn.functional.dropout(vectors, dropout, self.training))
+            vectors = self.activation(self.hidden(apply_dropout(vectors, dropout, self.training)))
+        return self.output(apply_dropout(vectors, dropout, self.training))
 
 
 @registry.architectures("spacy_mlm.ClassifierHead.v3")

@@ -12,6 +12,7 @@ tensors are autograd leaves: listeners pool from them and accumulate gradients
 into `.grad`; the backprop callback then pushes the accumulated gradient
 through the transformer once.
 """
+import contextlib
 import functools
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence
@@ -33,6 +34,7 @@ from .hf import (
     load_backbone,
     max_positions,
 )
+from .attention import plain_attention
 from .families import DEFAULT_WINDOW, has_segments, layer_scopes
 from ..util.vectors import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
@@ -376,7 +378,9 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     # of each trained weight until the region ends, so a step casts every weight once (and its
     # backward casts each weight's gradient, summed over the passes, back once) however many
     # length-batches it runs; per pass, the casts cost as much as the bf16 matmuls save.
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+    # Training on a CPU: the family's plain attention, whose dropout is cheaper there (attention.py).
+    attention = plain_attention(hf_model) if hf_model.training and device.type == "cpu" else contextlib.nullcontext()
+    with attention, torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         for chunk in length_batches(lengths, budget):
             longest = int(lengths[chunk[0]])
             ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)

@@ -31,6 +31,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokeni
 
 from ..errors import ModelLoadError, SpacyMlmError
 from ..util.io import atomic_directory, recover_directory
+from .dropout import use_int16_mask_dropout
 from .families import family_layout, position_limit
 
 logger = logging.getLogger(__name__)
@@ -211,6 +212,7 @@ def _load(path: PathLike, auto_class, **config_options) -> Tuple[PreTrainedModel
         raise ModelLoadError(path, f"cannot load the weights ({type(err).__name__}: {err})") from None
     _check_weights_fit(path, model, info)
     check_vocab(model, tokenizer, path)
+    use_int16_mask_dropout(model)
     return model, tokenizer, info, path
 
 
@@ -317,6 +319,13 @@ def scratch_config(
     )
 
 
+def _from_config(auto_class, config) -> PreTrainedModel:
+    """A random model of `config`, with dropout as a loaded one has it."""
+    model = auto_class.from_config(config)
+    use_int16_mask_dropout(model)
+    return model
+
+
 def build_scratch_backbone(
     tokenizer_path: PathLike, architecture: str, *, output_hidden_states: bool = False, **sizes
 ) -> Tuple[PreTrainedModel, object]:
@@ -324,13 +333,13 @@ def build_scratch_backbone(
     `scratch_config`'s keywords."""
     tokenizer = load_tokenizer(tokenizer_path)
     config = scratch_config(architecture, tokenizer, output_hidden_states=output_hidden_states, **sizes)
-    return AutoModel.from_config(config), tokenizer
+    return _from_config(AutoModel, config), tokenizer
 
 
 def build_scratch_mlm_model(tokenizer, architecture: str, **sizes) -> MaskedLM:
     """A randomly initialised `*ForMaskedLM` (decoder tied to the input
     embeddings) for `tokenizer`; `sizes` are `scratch_config`'s keywords."""
-    model = AutoModelForMaskedLM.from_config(scratch_config(architecture, tokenizer, **sizes))
+    model = _from_config(AutoModelForMaskedLM, scratch_config(architecture, tokenizer, **sizes))
     return MaskedLM(model, tokenizer, head_initialised=True)
 
 
@@ -338,7 +347,7 @@ def build_scratch_discriminator(tokenizer, architecture: str, **sizes) -> Masked
     """A randomly initialised bare encoder without a pooler (nothing would train
     it) for `tokenizer`: the discriminator of replaced-token detection from
     scratch; `sizes` are `scratch_config`'s keywords."""
-    model = AutoModel.from_config(scratch_config(architecture, tokenizer, **sizes))
+    model = _from_config(AutoModel, scratch_config(architecture, tokenizer, **sizes))
     if getattr(model, POOLER, None) is not None:
         setattr(model, POOLER, None)
     return MaskedLM(model, tokenizer, head_initialised=False)
