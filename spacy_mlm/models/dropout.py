@@ -21,6 +21,8 @@ kernels.
 import torch
 from torch import nn
 
+from ..errors import SettingError
+
 # 16-bit integers span 65536 values, from -32768.
 _LEVELS = 65536
 _LOWEST = -32768
@@ -43,7 +45,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     if not training or p == 0.0:
         return x
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout rate must be between 0 and 1, not {p}")
+        raise SettingError(f"a dropout rate is between 0 and 1, not {p}")
     if x.is_cuda:
         return nn.functional.dropout(x, p, True)
     if p == 1.0:

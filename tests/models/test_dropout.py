@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from spacy_mlm.errors import SettingError
 from spacy_mlm.models.dropout import Int16MaskDropout, dropout, keep_mask, use_int16_mask_dropout
 from spacy_mlm.models.hf import load_backbone
 
@@ -65,7 +66,7 @@ def test_dropout_edges():
     assert dropout(x, 0.5, False) is x
     assert dropout(x, 0.0, True) is x
     assert torch.equal(dropout(x, 1.0, True), torch.zeros_like(x))
-    with pytest.raises(ValueError, match="between 0 and 1"):
+    with pytest.raises(SettingError, match="between 0 and 1, not 1.5"):
         dropout(x, 1.5, True)
 
 
