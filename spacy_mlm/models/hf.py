@@ -19,6 +19,9 @@ each error names the directory or file:
   cannot be caught: it leaves every weight shape the same.
 * The tokenizer must fit the embedding matrix: more entries than rows is an
   error, fewer a warning giving both sizes (`check_vocab`).
+
+Every model loaded or built here draws its dropout masks as 16-bit integers
+(`dropout.py`: the same dropout, cheaper on CPUs).
 """
 import json
 import logging
