@@ -37,9 +37,7 @@ from harness.textcat import nli_config_pooling, thinc_optimizer
 from harness import ner
 
 import spacy_mlm
-from spacy_mlm.models import attention
-from spacy_mlm.models.dropout import Int16MaskDropout, dropout
-from spacy_mlm.models.encoder import get_hf_model
+from spacy_mlm import get_hf_model
 
 VARIANTS = ("torch", "int16", "int16_plain")
 
@@ -61,15 +59,12 @@ def parse_args():
     return args
 
 
-def use_variant(hf_model, variant: str) -> None:
-    """Dropout modules of the variant's class; the plain attention on or off
-    (attention.py's per-model verdict, emptied for the SDPA variants)."""
-    for module in hf_model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.__class__ = torch.nn.Dropout if variant == "torch" else Int16MaskDropout
-    attention._VERIFIED.pop(hf_model, None)
-    if variant != "int16_plain":
-        attention._VERIFIED[hf_model] = {}
+def use_variant(encoder, dropout_classes: dict, variant: str) -> None:
+    """The variant's dropout modules (torch's class, or the package's own, as
+    loaded) and attention in training (the encoder's `plain_attention` attr)."""
+    for module, cls in dropout_classes.items():
+        module.__class__ = torch.nn.Dropout if variant == "torch" else cls
+    encoder.attrs["plain_attention"] = variant == "int16_plain"
 
 
 def mask_ms(draw, repeats: int = 200) -> float:
@@ -110,8 +105,8 @@ def ner_pipeline(args):
 def main():
     args = parse_args()
     nlp, examples, order, optimizer = (ner_pipeline if args.task == "ner" else nli_pipeline)(args)
-    encoder = "encoder" if "encoder" in nlp.pipe_names else "mlm_encoder"
-    hf_model = get_hf_model(nlp.get_pipe(encoder).model)
+    encoder = nlp.get_pipe("encoder" if "encoder" in nlp.pipe_names else "mlm_encoder").model
+    dropout_classes = {m: type(m) for m in get_hf_model(encoder).modules() if isinstance(m, torch.nn.Dropout)}
     warmup, block = order[:3], order[3:3 + args.steps]
 
     def step(idx):
@@ -123,7 +118,7 @@ def main():
     times = {variant: [] for variant in VARIANTS}
     for round_ in range(args.rounds):
         for variant in VARIANTS if round_ % 2 == 0 else VARIANTS[::-1]:
-            use_variant(hf_model, variant)
+            use_variant(encoder, dropout_classes, variant)
             start = time.perf_counter()
             for idx in block:
                 step(idx)
@@ -132,7 +127,8 @@ def main():
     x = torch.randn(16, 32, 384, dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32)
     figures = {f"step_ms_{variant}": statistics.median(times[variant]) for variant in VARIANTS}
     figures["mask_ms_bernoulli"] = mask_ms(lambda: torch.nn.functional.dropout(x, args.dropout, True))
-    figures["mask_ms_int16"] = mask_ms(lambda: dropout(x, args.dropout, True))
+    ours = next(iter(dropout_classes.values()))(args.dropout).train()  # the class the package loads it with
+    figures["mask_ms_int16"] = mask_ms(lambda: ours(x))
     figures["speedup"] = figures["step_ms_torch"] / figures["step_ms_int16_plain"]
     figures.update(task=args.task + ("_crf" if args.crf else ""), precision=args.precision, steps=args.steps, rounds=args.rounds, threads=args.threads)
     print_result(figures, digits=3)

@@ -7,7 +7,7 @@ bf16 (torch profiler, issue 38's note), more than the casts bf16 needs. Here
 the mask comes from the same generator as 64-bit integers (`random_`, about
 0.5 ns a byte), each read as four 16-bit ones, an element kept where its
 integer is at or above the rate's threshold: a [16, 32, 384] tensor's
-dropout takes 0.5 ms instead of 1.3-1.6 ms (`bench/dropout_speed.py`). The
+dropout takes 0.5 ms instead of 1.3-1.6 ms (`bench/train_step.py`). The
 drop rate is rounded to a multiple of 1/65536 (0.1 becomes 0.100006), kept
 elements are scaled by 1 / (1 - p) as in torch, and runs repeat under
 `torch.manual_seed` (spaCy's `fix_random_seed`) as before, with other masks.

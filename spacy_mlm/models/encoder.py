@@ -71,8 +71,10 @@ PRECISIONS = {"torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
 def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_batch_pieces: int, **options) -> Model:
     """The thinc encoder model; `init` loads or builds its transformer (see
     `_set_backbone`). Refuses a backend/precision pair that does not exist."""
+    # plain_attention: a training pass on a CPU runs the family's plain attention (attention.py);
+    # False keeps SDPA there (bench/train_step.py compares the two)
     attrs = {
-        "backend": "torch", "precision": "fp32", "fp32_layers": [], "onnx": None,
+        "backend": "torch", "precision": "fp32", "fp32_layers": [], "onnx": None, "plain_attention": True,
         **options, "path": path, "output_hidden_states": output_hidden_states, "max_batch_pieces": max_batch_pieces,
     }
     check_settings(
@@ -379,7 +381,8 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     # backward casts each weight's gradient, summed over the passes, back once) however many
     # length-batches it runs; per pass, the casts cost as much as the bf16 matmuls save.
     # Training on a CPU: the family's plain attention, whose dropout is cheaper there (attention.py).
-    attention = plain_attention(hf_model) if hf_model.training and device.type == "cpu" else contextlib.nullcontext()
+    plain = model.attrs["plain_attention"] and hf_model.training and device.type == "cpu"
+    attention = plain_attention(hf_model) if plain else contextlib.nullcontext()
     with attention, torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         for chunk in length_batches(lengths, budget):
             longest = int(lengths[chunk[0]])

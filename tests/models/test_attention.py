@@ -84,3 +84,6 @@ def test_encoder_trains_with_plain_attention_and_predicts_with_sdpa(tiny_model_d
     assert seen == ["BertSdpaSelfAttention", "BertSelfAttention", "BertSelfAttention", "BertSdpaSelfAttention"]
     nlp.update(examples, sgd=nlp.create_optimizer())
     assert seen[4:] == ["BertSelfAttention"]
+    nlp.get_pipe("mlm_encoder").model.attrs["plain_attention"] = False  # SDPA kept in training
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    assert seen[5:] == ["BertSdpaSelfAttention"]
