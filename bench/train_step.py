@@ -3,7 +3,7 @@ kernels of models/dropout.py and models/attention.py, in one process.
 
 Ours as the fine-tuning benches train it, at --precision (MiniLM, batches of
 16): --task nli, MNLI pairs as bench/classify.py trains them (configs/nli.cfg's
-pooling); --task ner, CoNLL-2003 sentences with configs/ner.cfg as
+pooling); --task sst2, SST-2 texts likewise; --task ner, CoNLL-2003 sentences with configs/ner.cfg as
 bench/ner_conll.py trains them (--crf: with the CRF). Three variants of the same pipeline,
 each stepping the same batches in blocks of --steps, in turn over --rounds
 (alternating the order, so that a machine slowing down or speeding up falls
@@ -18,6 +18,7 @@ on every variant alike; the median block is reported):
 Also the time of one dropout mask draw on a [16, 32, 384] tensor both ways.
 
     python bench/train_step.py                      # MNLI, about 6 minutes on one core
+    python bench/train_step.py --task sst2          # SST-2
     python bench/train_step.py --task ner --crf     # NER with the CRF
     python bench/train_step.py --quick              # a smoke test
 
@@ -47,7 +48,7 @@ def parse_args():
     add_budget_options(parser)
     parser.threads()
     parser.data_file("--conll-train", "conll2003/train.txt", help="--task ner's sentences")
-    parser.add_argument("--task", default="nli", choices=["nli", "ner"])
+    parser.add_argument("--task", default="nli", choices=["nli", "sst2", "ner"])
     parser.add_argument("--crf", action="store_true", help="--task ner: with the CRF")
     parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     parser.add_argument("--steps", type=int, default=10, help="steps a block")
@@ -75,14 +76,16 @@ def mask_ms(draw, repeats: int = 200) -> float:
     return clock.seconds / repeats * 1000
 
 
-def nli_pipeline(args):
-    """(nlp, the pipeline's examples, batches of them, a thinc optimizer) of MNLI as bench/classify.py trains it."""
-    train_rows, _, labels = load_task("nli", args, args.seed_list[0])
+def textcat_pipeline(args):
+    """(nlp, the pipeline's examples, batches of them, a thinc optimizer) of --task nli (MNLI pairs,
+    configs/nli.cfg's pooling) or sst2 (texts, the component's defaults) as bench/classify.py trains them."""
+    train_rows, _, labels = load_task(args.task, args, args.seed_list[0])
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", config={"model": {"path": args.model, "window": args.max_length,
                                                   "precision": args.precision}})
-    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"pooling": nli_config_pooling()}}})
-    example = label_example(lambda a, b: spacy_mlm.make_pair_doc(nlp, a, b), labels)
+    pairs = args.task == "nli"
+    nlp.add_pipe("mlm_textcat", config={"model": {"tok2vec": {"pooling": nli_config_pooling()}} if pairs else {}})
+    example = label_example(lambda a, b: spacy_mlm.make_pair_doc(nlp, a, b) if pairs else nlp.make_doc(a), labels)
     examples = [example(row) for row in train_rows]
     nlp.initialize(lambda: examples[:20])
     optimizer = thinc_optimizer(n_steps(train_rows, args), args, args.layer_decay)
@@ -104,7 +107,7 @@ def ner_pipeline(args):
 
 def main():
     args = parse_args()
-    nlp, examples, order, optimizer = (ner_pipeline if args.task == "ner" else nli_pipeline)(args)
+    nlp, examples, order, optimizer = (ner_pipeline if args.task == "ner" else textcat_pipeline)(args)
     encoder = nlp.get_pipe("encoder" if "encoder" in nlp.pipe_names else "mlm_encoder").model
     dropout_classes = {m: type(m) for m in get_hf_model(encoder).modules() if isinstance(m, torch.nn.Dropout)}
     warmup, block = order[:3], order[3:3 + args.steps]

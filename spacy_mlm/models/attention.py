@@ -5,13 +5,13 @@ In transformers 4.x, BERT, RoBERTa, XLM-R, DistilBERT and ALBERT keep a table
 of attention classes by implementation (`*ATTENTION_CLASSES`), the one for
 torch's scaled_dot_product_attention ("sdpa", the default) a subclass of the
 plain ("eager") one with the same weights. In inference on a CPU the fused
-kernel is much faster on long windows (MiniLM, one thread, bf16, 4 windows of
-512: 0.31 s against 1.21 s). In training with dropout it cannot run fused on
-a CPU: it falls back to the plain maths, drawing its mask with `bernoulli_`
-and guarding fully masked rows with extra passes, while the plain attention
-does the same products and drops through the `nn.Dropout` that `dropout.py`
-makes cheap: a MiniLM MNLI fine-tuning step in bf16 took 214 ms against
-225 ms (in-process A/B over 6 rounds of 10 steps, both with dropout.py).
+kernel is the faster one on long windows. In training with dropout it cannot
+run fused on a CPU: it falls back to the plain maths, drawing its mask with
+`bernoulli_` and guarding fully masked rows with extra passes, while the
+plain attention does the same products and drops through the `nn.Dropout`
+that `dropout.py` makes cheap: a MiniLM MNLI fine-tuning step in bf16 took
+212 ms against 233 ms with SDPA, an NER step 212 ms against 235 ms
+(`bench/train_step.py`, both with dropout.py's masks).
 
 So, while a training pass runs on a CPU, `plain_attention(model)` gives each
 such attention module its plain class, and its own class back after. Only

@@ -1,16 +1,15 @@
-"""Dropout with its mask drawn as 16-bit integers: the same dropout, about a
-third of the time on CPUs.
+"""Dropout with its mask drawn as 16-bit integers: the same dropout, about
+half the time on CPUs.
 
-torch's CPU dropout draws its mask with `bernoulli_`, about 8 ns an element
-on this project's 2-core machine: a tenth of a MiniLM fine-tuning step in
-bf16 (torch profiler, issue 38's note), more than the casts bf16 needs. Here
-the mask comes from the same generator as 64-bit integers (`random_`, about
-0.5 ns a byte), each read as four 16-bit ones, an element kept where its
-integer is at or above the rate's threshold: a [16, 32, 384] tensor's
-dropout takes 0.5 ms instead of 1.3-1.6 ms (`bench/train_step.py`). The
-drop rate is rounded to a multiple of 1/65536 (0.1 becomes 0.100006), kept
-elements are scaled by 1 / (1 - p) as in torch, and runs repeat under
-`torch.manual_seed` (spaCy's `fix_random_seed`) as before, with other masks.
+torch's CPU dropout draws its mask with `bernoulli_`, a large share of a
+MiniLM fine-tuning step in bf16 in torch's profiler. Here the mask comes from
+the same generator as 64-bit integers (`random_`), each read as four 16-bit
+ones, an element kept where its integer is at or above the rate's threshold:
+a [16, 32, 384] bfloat16 tensor's dropout takes 0.7 ms instead of 1.5 ms
+(`bench/train_step.py`'s `mask_ms_*`). The drop rate is rounded to a
+multiple of 1/65536 (0.1 becomes 0.100006), kept elements are scaled by
+1 / (1 - p) as in torch, and runs repeat under `torch.manual_seed` (spaCy's
+`fix_random_seed`) as before, with other masks.
 
 `use_int16_mask_dropout` swaps every `nn.Dropout` of a loaded transformer
 (hidden states, and attention probabilities where the family's attention uses
