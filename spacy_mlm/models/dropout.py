@@ -7,8 +7,8 @@ the same generator as 64-bit integers (`random_`), each read as four 16-bit
 ones, an element kept where its integer is at or above the rate's threshold:
 a [16, 32, 384] bfloat16 tensor's dropout takes 0.7 ms instead of 1.5 ms
 (`bench/train_step.py`'s `mask_ms_*`). The drop rate is rounded to a
-multiple of 1/65536 (0.1 becomes 0.100006), kept elements are scaled by
-1 / (1 - p) as in torch, and runs repeat under `torch.manual_seed` (spaCy's
+multiple of 1/65536 (0.1 becomes 0.100006, so scaling by 1 / (1 - p) as torch
+does leaves the expected output 7e-6 below the input, relatively), and runs repeat under `torch.manual_seed` (spaCy's
 `fix_random_seed`) as before, with other masks.
 
 `use_int16_mask_dropout` swaps every `nn.Dropout` of a loaded transformer
@@ -17,6 +17,8 @@ an `nn.Dropout` module; dropout inside torch's fused attention is torch's).
 Tensors on a GPU keep torch's fused dropout kernel, faster there than three
 kernels.
 """
+import math
+
 import torch
 from torch import nn
 
@@ -30,9 +32,7 @@ _LOWEST = -32768
 def keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor:
     """A bool tensor of `shape`, each element True with probability 1 - p
     (p rounded to a multiple of 1/65536), from torch's generator."""
-    n = 1
-    for size in shape:
-        n *= size
+    n = math.prod(shape)
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None)
     threshold = _LOWEST + round(p * _LEVELS)
     return words.view(torch.int16)[:n].view(shape) >= threshold
