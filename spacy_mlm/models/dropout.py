@@ -7,9 +7,10 @@ the same generator as 64-bit integers (`random_`), each read as four 16-bit
 ones, an element kept where its integer is at or above the rate's threshold:
 a [16, 32, 384] bfloat16 tensor's dropout takes 0.7 ms instead of 1.5 ms
 (`bench/train_step.py`'s `mask_ms_*`). The drop rate is rounded to a
-multiple of 1/65536 (0.1 becomes 0.100006, so scaling by 1 / (1 - p) as torch
-does leaves the expected output 7e-6 below the input, relatively), and runs repeat under `torch.manual_seed` (spaCy's
-`fix_random_seed`) as before, with other masks.
+multiple of 1/65536 (0.1 becomes 0.100006, so scaling by 1 / (1 - p) as
+torch does leaves the expected output 7e-6 below the input, relatively),
+and runs repeat under `torch.manual_seed` (spaCy's `fix_random_seed`) as
+before, with other masks.
 
 `use_int16_mask_dropout` swaps every `nn.Dropout` of a loaded transformer
 (hidden states, and attention probabilities where the family's attention uses
