@@ -133,7 +133,8 @@ def main():
     ours = next(iter(dropout_classes.values()))(args.dropout).train()  # the class the package loads it with
     figures["mask_ms_int16"] = mask_ms(lambda: ours(x))
     figures["speedup"] = figures["step_ms_torch"] / figures["step_ms_int16_plain"]
-    figures.update(task=args.task + ("_crf" if args.crf else ""), precision=args.precision, steps=args.steps, rounds=args.rounds, threads=args.threads)
+    figures.update(task=args.task + ("_crf" if args.crf else ""), precision=args.precision, steps=args.steps,
+                   rounds=args.rounds, threads=args.threads)
     print_result(figures, digits=3)
 
 

@@ -10,10 +10,6 @@ from spacy_mlm.models.hf import load_backbone
 from spacy_mlm.testing import make_tiny_family
 
 
-def _attention_classes(model):
-    return {type(m).__name__ for m in model.modules() if "SelfAttention" in type(m).__name__}
-
-
 @pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
 def test_plain_attention_gives_the_fused_outputs_and_is_undone(family, tmp_path):
     model, _ = load_backbone(make_tiny_family(family, tmp_path))
