@@ -20,7 +20,9 @@ from spacy.pipeline import Pipe
 from spacy.tokens import Doc
 from spacy.util import minibatch
 
-from ..classification.zero_shot import DEFAULT_TEMPLATE, hypotheses, nli_classes, zero_shot_scores
+from ..classification.zero_shot import (
+    DEFAULT_TEMPLATE, check_labels, check_template, hypotheses, nli_classes, zero_shot_scores,
+)
 from ..errors import SpacyMlmError
 from ..models.encoding import ENCODING_ATTR
 from ..tokenization.pair import make_pair_doc
@@ -37,7 +39,9 @@ def make_mlm_zero_shot(nlp: Language, name: str, nli: str, labels: List[str], hy
                        multi_label: bool, entailment_label: Optional[str], batch_size: int) -> "MLMZeroShotClassifier":
     """Classify texts into `labels` with the pipeline's NLI pair classifier `nli`.
 
-    hypothesis_template: the hypothesis of a label, its one "{}" replaced by it.
+    labels: each named once (a repeated label is refused).
+    hypothesis_template: the hypothesis of a label, its one "{}" (or "{0}")
+        replaced by it; "{{" and "}}" are braces of the text.
     multi_label: false = one softmax over the labels' entailment logits; true =
         each label alone, entailment against contradiction.
     entailment_label: the NLI class meaning "entails"; null = the class whose
@@ -54,7 +58,8 @@ class MLMZeroShotClassifier(Pipe):
         check_settings("mlm_zero_shot", nli=(nli, TEXT), labels=(labels, TEXTS),
                        hypothesis_template=(hypothesis_template, TEXT), multi_label=(multi_label, FLAG),
                        entailment_label=(entailment_label, optional(TEXT)), batch_size=(batch_size, INT, ">= 1"))
-        hypotheses(["label"], hypothesis_template)  # a template without its "{}" fails here, not at the first text
+        check_template(hypothesis_template)  # a bad template or repeated labels fail here, not at the first text
+        check_labels(labels)
         self.nlp, self.name, self.nli = nlp, name, nli
         self.cfg = {"labels": list(labels), "hypothesis_template": hypothesis_template, "multi_label": multi_label,
                     "entailment_label": entailment_label, "batch_size": batch_size}

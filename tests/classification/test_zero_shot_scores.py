@@ -1,4 +1,6 @@
 """The maths of zero-shot classification from NLI logits, alone."""
+import re
+
 import pytest
 import torch
 
@@ -44,3 +46,33 @@ def test_hypotheses_fill_the_template_once():
         "This text is about sports.", "This text is about [SEP] x."]
     with pytest.raises(SpacyMlmError, match="one '{}'"):
         hypotheses(["a"], "no slot")
+
+
+@pytest.mark.parametrize("template, expected", [
+    ("{} ({{}})", "sports ({})"),  # escaped braces are text
+    ("{0} it is.", "sports it is."),
+    ("{{{}}}", "{sports}"),
+])
+def test_templates_are_read_as_format_strings(template, expected):
+    assert hypotheses(["sports"], template) == [expected]
+
+
+@pytest.mark.parametrize("template, message", [
+    ("This example is {{}}.", "with 0 replacement fields"),  # no field: every label the same hypothesis
+    ("{} or {}", "with 2 replacement fields"),
+    ("{label}", "must be a plain '{}'"),
+    ("{0.upper}", "must be a plain '{}'"),
+    ("{[0]}", "must be a plain '{}'"),
+    ("{!r}", "must be a plain '{}'"),
+    ("{:>9}", "must be a plain '{}'"),
+    ("It is {.", "no format string: expected '}'"),
+    ("It is }.", "no format string: Single '}'"),
+])
+def test_a_template_without_exactly_one_plain_field_is_refused(template, message):
+    with pytest.raises(SpacyMlmError, match=re.escape(message)):
+        hypotheses(["sports"], template)
+
+
+def test_labels_named_twice_are_refused_naming_them():
+    with pytest.raises(SpacyMlmError, match="name 'music', 'sports' more than once"):
+        hypotheses(["sports", "music", "sports", "art", "music"], "{}")

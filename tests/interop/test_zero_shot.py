@@ -57,6 +57,12 @@ def test_zero_shot_refuses_what_is_no_nli_pair_classifier(tmp_path):
         nlp("A text.")
     with pytest.raises(SpacyMlmError, match="one '{}'"):
         nlp.add_pipe("mlm_zero_shot", name="bad", config={"hypothesis_template": "no slot"})
+    with pytest.raises(SpacyMlmError, match="with 0 replacement fields"):  # once accepted: every label scored 1/n
+        nlp.add_pipe("mlm_zero_shot", name="bad", config={"hypothesis_template": "This example is {{}}."})
+    with pytest.raises(SpacyMlmError, match="name 'sports' more than once"):  # once two keys summing to 0.667
+        nlp.add_pipe("mlm_zero_shot", name="bad", config={"labels": ["sports", "music", "sports"]})
+    with pytest.raises(SpacyMlmError, match="name 'music' more than once"):
+        component.classify(["A text."], ["music", "music"])
     single = spacy_mlm.import_hf(make_classifier(tmp_path / "sst", "bert", "Sequence", ["NEG", "POS"]))
     single.add_pipe("mlm_zero_shot", config={"nli": "mlm_textcat"})
     with pytest.raises(SpacyMlmError, match="not trained on sentence pairs"):
