@@ -7,10 +7,13 @@ the same generator as 64-bit integers (`random_`), each read as four 16-bit
 ones, an element kept where its integer is at or above the rate's threshold:
 a [16, 32, 384] bfloat16 tensor's dropout takes 0.7 ms instead of 1.5 ms
 (`bench/train_step.py`'s `mask_ms_*`). The drop rate is rounded to a
-multiple of 1/65536 (0.1 becomes 0.100006, so scaling by 1 / (1 - p) as
-torch does leaves the expected output 7e-6 below the input, relatively),
-and runs repeat under `torch.manual_seed` (spaCy's `fix_random_seed`) as
-before, with other masks.
+multiple of 1/65536, k/65536 (0.1 becomes 0.100006), and the kept elements
+are scaled by 65536 / (65536 - k), one over the rounded keep rate, so the
+expected output is the input (scaling by 1 / (1 - p) as torch does would
+leave it 7e-6 below at p = 0.1, and 1.5 times above at p = 0.99999); a rate
+that rounds to 65536/65536 (p >= 1 - 2^-17) drops everything, as p = 1 does.
+Runs repeat under `torch.manual_seed` (spaCy's `fix_random_seed`) as before,
+with other masks.
 
 `use_int16_mask_dropout` swaps every `nn.Dropout` of a loaded transformer
 (hidden states, and attention probabilities where the family's attention uses
@@ -30,27 +33,35 @@ _LEVELS = 65536
 _LOWEST = -32768
 
 
+def _dropped_levels(p: float) -> int:
+    """The drop rate `p` rounded to k/65536: k, from 0 to 65536."""
+    return round(p * _LEVELS)
+
+
 def keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor:
     """A bool tensor of `shape`, each element True with probability 1 - p
     (p rounded to a multiple of 1/65536), from torch's generator."""
+    dropped = _dropped_levels(p)
+    if dropped == _LEVELS:  # no 16-bit integer is at or above the threshold, 32768
+        return torch.zeros(shape, dtype=torch.bool, device=device)
     n = math.prod(shape)
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None)
-    threshold = _LOWEST + round(p * _LEVELS)
-    return words.view(torch.int16)[:n].view(shape) >= threshold
+    return words.view(torch.int16)[:n].view(shape) >= _LOWEST + dropped
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """`torch.nn.functional.dropout(x, p, training)` with `keep_mask`'s mask on
-    CPUs (torch's own on GPUs)."""
+    CPUs, scaled by one over its rounded keep rate (torch's own on GPUs)."""
     if not training or p == 0.0:
         return x
     if not 0.0 <= p <= 1.0:
         raise SettingError(f"a dropout rate is between 0 and 1, not {p}")
     if x.is_cuda:
         return nn.functional.dropout(x, p, True)
-    if p == 1.0:
+    dropped = _dropped_levels(p)
+    if dropped == _LEVELS:
         return x * 0.0
-    return x * keep_mask(x.shape, p, x.device) * (1.0 / (1.0 - p))
+    return x * keep_mask(x.shape, p, x.device) * (_LEVELS / (_LEVELS - dropped))
 
 
 class Int16MaskDropout(nn.Dropout):

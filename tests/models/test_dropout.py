@@ -97,3 +97,28 @@ def test_cuda_tensors_keep_torch_dropout(torch_cuda):
     x = torch.ones(10_000, device=torch_cuda)
     out = dropout(x, 0.3, True)
     assert out.is_cuda and 0.65 < (out != 0).float().mean().item() < 0.75
+
+
+@pytest.mark.parametrize("p", [1 - 2**-17, 0.999995, 1.0])
+def test_a_rate_that_rounds_to_one_drops_everything(p):
+    """p >= 1 - 2^-17 rounds to 65536/65536: nothing is kept (a threshold of
+    32768 past every 16-bit integer once kept everything, scaled by 1 / (1 - p))."""
+    torch.manual_seed(0)
+    x = torch.ones(100_000)
+    assert not keep_mask(x.shape, p, x.device).any()
+    assert torch.equal(dropout(x, p, True), torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.99999])
+def test_kept_values_are_scaled_by_one_over_the_rounded_keep_rate(p):
+    """k = round(p * 65536) levels dropped: the kept values are scaled by
+    65536 / (65536 - k), so the expected output is the input (1 / (1 - p)
+    would be 1.5 times too much at p = 0.99999, where one level in 65536 is
+    kept). Two fp32 products: within 3 ulps of the exact scale."""
+    torch.manual_seed(0)
+    x = torch.rand(1_000_000) + 1.0
+    out = dropout(x, p, True)
+    kept = out != 0
+    assert kept.any()
+    k = round(p * 65536)
+    assert torch.allclose(out[kept].double(), x[kept].double() * 65536 / (65536 - k), rtol=4e-7, atol=0)
