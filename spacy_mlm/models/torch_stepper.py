@@ -92,14 +92,24 @@ def layer_lr_scales(names: Sequence[str], decay: float, depths: Optional[Sequenc
 
 class TorchStepper:
     """The torch optimizer state of one module, kept for the thinc optimizer it
-    follows (a new thinc optimizer, e.g. a second `spacy train`, starts afresh)."""
+    follows (a new thinc optimizer, e.g. a second `spacy train`, starts afresh).
+
+    That optimizer is held, not its `id()`: CPython gives a new object the id
+    of one just freed, so a new optimizer could pass for the old one and
+    inherit its moments and step count; a weak reference cannot be had (thinc's
+    `Optimizer` has `__slots__` without `__weakref__`). A copy (thinc's
+    `Shim.copy` deep-copies) follows none and starts afresh at its next step,
+    as thinc's own moments do for a copied model."""
 
     def __init__(self) -> None:
-        self._follows: Optional[int] = None
+        self._follows: Optional[Optimizer] = None
         self._torch: Optional[torch.optim.Optimizer] = None
         self._scales: List[float] = []
         self._group_of: Dict[int, int] = {}  # parameter id -> index of its param group
         self._rows: Dict[int, RowAdamW] = {}  # parameter id -> its row-wise state
+
+    def __getstate__(self) -> Dict:
+        return {**self.__dict__, "_follows": None}  # a copy or pickle carries no thinc optimizer
 
     def step(self, module: torch.nn.Module, optimizer: Optimizer) -> None:
         """One step of every trainable parameter of `module` with a gradient,
@@ -108,7 +118,7 @@ class TorchStepper:
         given = _GIVEN_SQUARED_NORMS.pop(module, None)
         if not any(p.grad is not None for _, p in named):
             return
-        if self._torch is None or self._follows != id(optimizer):
+        if self._torch is None or self._follows is not optimizer:
             self._start(module, named, optimizer)
         decoupled = bool(optimizer.L2_is_weight_decay)
         by_rows = self._row_gradients(module, [p for _, p in named if p.grad is not None], decoupled)
@@ -197,7 +207,7 @@ class TorchStepper:
         device = named[0][1].device
         # torch.optim.Adam with decoupled_weight_decay is AdamW; fused kernels exist on CUDA and CPU
         self._torch = torch.optim.Adam(groups, lr=float(optimizer.learn_rate), fused=_fused_ok(device))
-        self._follows = id(optimizer)
+        self._follows = optimizer
 
 
 def _fused_ok(device: torch.device) -> bool:
