@@ -28,3 +28,4 @@ from . import sense_tune  # noqa: E402,F401
 from . import train  # noqa: E402,F401
 from . import apply  # noqa: E402,F401
 from . import hf_interop  # noqa: E402,F401
+from . import distill  # noqa: E402,F401

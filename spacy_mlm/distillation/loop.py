@@ -1,0 +1,177 @@
+"""The distillation run: teachers, student, data, then one loop (`distill`).
+
+The student's torch weights (its transformer and every head) step together with
+pretraining's optimizer (`pretraining.loop.make_optimizer`: fused AdamW without
+decay on biases and norms, linear warmup then decay) and its gradient clipping,
+whose state is saved and restored as pretraining's is, so a resumed run goes on
+exactly: same weights, optimizer moments, schedule, random state (dropout) and
+batches (`data.ItemStream`). Checkpoints are `checkpoints/step-NNNNNNNN/`
+directories written atomically: the student pipeline (`model/`), the training
+state (tensors and plain values, read back with `weights_only=True`) and the
+run record, which a resumed run must match unless `--force`.
+"""
+import io
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import spacy
+import torch
+from thinc.api import Config
+
+from ..errors import ModelLoadError, SpacyMlmError
+from ..pretraining.checkpoint import (
+    RUN_FILE, STATE_FILE, checkpoints, flat_settings, latest_checkpoint, load_resumable, restore_rng_state, rng_state,
+)
+from ..pretraining.loop import make_optimizer
+from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
+from ..util.progress import Progress
+from ..util.save import save_atomically
+from .config import paths_of
+from .data import ItemStream, data_digest, read_gold, read_texts
+from .heads import distilled_components
+from .step import student_gradients
+from .student import build_student, encoder_name
+from .teachers import TeacherCache, Teachers, batch_outputs
+
+logger = logging.getLogger(__name__)
+# settings a resumed run may change: how long it runs, how often it reports and saves, the cache
+FREE_ON_RESUME = frozenset(
+    f"distillation.{name}" for name in ("max_steps", "checkpoint_every", "keep_checkpoints", "log_every", "cache_teacher")
+)
+
+
+def load_student(path: Path):
+    """A checkpoint's student pipeline; one that does not load is a ModelLoadError
+    (so `load_resumable` falls back to the checkpoint before)."""
+    try:
+        return spacy.load(path)
+    except Exception as err:  # spaCy and the components raise many kinds here
+        raise ModelLoadError(path, f"cannot be loaded as the student pipeline ({type(err).__name__}: {err})") from None
+
+
+def save_checkpoint(root: Path, step: int, student, state: Dict[str, Any], keep: int, run: Dict[str, Any]) -> Path:
+    path = root / f"step-{step:08d}"
+    with atomic_directory(path) as tmp:
+        student.to_disk(tmp / "model")
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        (tmp / STATE_FILE).write_bytes(buffer.getvalue())
+        (tmp / RUN_FILE).write_text(json.dumps(run, indent=1, sort_keys=True), encoding="utf8")
+    atomic_write_text(root / "latest", path.name + "\n")
+    for old in checkpoints(root)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def run_differences(saved: Dict[str, Any], current: Dict[str, Any]) -> List[str]:
+    """'setting: saved -> current' for each difference that changes the run, then the data that changed."""
+    old, new = saved["settings"], current["settings"]
+    lines = [f"{key}: {json.dumps(old.get(key))} -> {json.dumps(new.get(key))}"
+             for key in sorted(set(old) | set(new)) if key not in FREE_ON_RESUME and old.get(key) != new.get(key)]
+    lines += [f"the {part} data differ from the run's (same paths, other content?)"
+              for part in current["data"] if saved.get("data", {}).get(part) != current["data"][part]]
+    return lines
+
+
+def trained_modules(student, encoder: str, components: List[str]) -> torch.nn.ModuleList:
+    """The student's torch modules, the transformer first. Its word embeddings
+    give dense gradients here: the optimizer steps every weight at once."""
+    from ..models.encoder import get_hf_model
+
+    transformer = get_hf_model(student.get_pipe(encoder).model)
+    for module in transformer.modules():
+        if isinstance(module, torch.nn.Embedding):
+            module.sparse = False
+    return torch.nn.ModuleList([transformer] + [torch_module_of(student, name) for name in components])
+
+
+def torch_module_of(student, name: str) -> torch.nn.Module:
+    from ..models.torch_head import torch_module
+
+    return torch_module(student.get_pipe(name).model)
+
+
+def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool = False, force: bool = False) -> Path:
+    """Train the student; return the directory of the final pipeline (`output_dir/model`)."""
+    section = config["distillation"]
+    output_dir = Path(output_dir)
+    ckpt_root = output_dir / "checkpoints"
+    for left in remove_left_overs(output_dir) + remove_left_overs(ckpt_root):
+        logger.info("Removed %s, left by an interrupted run", left)
+    if not resume and latest_checkpoint(ckpt_root) is not None:
+        raise SpacyMlmError(f"{output_dir} already has checkpoints: pass --resume to continue, or use a new directory")
+    teacher_paths = paths_of(section, "teacher")
+    texts = read_texts(paths_of(section, "texts"), section["text_field"], section["file_format"])
+    resumed = load_resumable(ckpt_root, load_student) if resume else None
+    if resume and resumed is None:
+        logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
+    student = resumed.mlm if resumed is not None else build_student(teacher_paths[0], section["student"], output_dir)
+    encoder, components = encoder_name(student.config), distilled_components(student)
+    teachers = Teachers(teacher_paths, section["teacher_precision"], section["temperature"],
+                        hidden=bool(section["hidden_weight"]))
+    teachers.check_student(student)
+    gold = read_gold(section["gold"], student) if section["gold"] else []
+    run = {"settings": flat_settings(dict(section), "distillation"),
+           "data": data_digest(texts, [section["gold"]] if section["gold"] else [])}
+    step, history = 0, []
+    if resumed is not None:
+        differences = run_differences(resumed.run or {"settings": {}}, run)
+        if differences and not force:
+            raise SpacyMlmError(f"--resume from {resumed.path} with settings or data that change the run: "
+                                + "; ".join(differences) + ". Resume with the run's own settings (its config.cfg), "
+                                "start a new output directory, or pass --force to continue with these")
+        for line in differences:
+            logger.warning("--force: resuming with %s", line)
+    modules = trained_modules(student, encoder, components)
+    device = next(modules.parameters()).device
+    optimizer, scheduler = make_optimizer(modules, section["optimizer"], section["max_steps"])
+    torch.manual_seed(section["seed"])
+    if resumed is not None:
+        optimizer.load_state_dict(resumed.state["optimizer"])
+        scheduler.load_state_dict(resumed.state["scheduler"])
+        restore_rng_state(resumed.state["rng"], device)
+        step, history = resumed.state["step"], resumed.state["history"]
+        logger.info("Resumed from %s at step %d", resumed.path, step)
+    atomic_write_text(output_dir / "config.cfg", config.to_str())
+    stream = ItemStream(len(texts), len(gold), section["seed"])
+    cache = TeacherCache(output_dir / "teacher_cache" if section["cache_teacher"] else None,
+                         {**teachers.identity(section["teacher_precision"]), "data": run["data"]})
+    logger.info("Distilling %s into a %d-layer student over %d texts and %d labelled Docs",
+                ", ".join(teacher_paths), modules[0].config.num_hidden_layers, len(texts), len(gold))
+
+    def checkpoint() -> None:
+        state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(device),
+                 "step": step, "history": history}
+        save_checkpoint(ckpt_root, step, student, state, section["keep_checkpoints"], run)
+        atomic_write_text(output_dir / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in history))
+
+    bar = Progress(section["max_steps"], "distill", "steps", initial=step, quiet=quiet, logs_above=True)
+    started = time.time()
+    while step < section["max_steps"]:
+        text_items, gold_items = stream.items(step, section["batch_size"])
+        gold_batch = [gold[i - len(texts)] for i in gold_items]
+        batch_texts = [texts[i] for i in text_items] + [eg.reference.text for eg in gold_batch]
+        targets = batch_outputs(teachers, cache, step, text_items + gold_items, batch_texts)
+        docs = [student.make_doc(text) for text in batch_texts[: len(text_items)]] + [eg.predicted for eg in gold_batch]
+        losses = student_gradients(student, encoder, components, docs, gold_batch, targets, section)
+        torch.nn.utils.clip_grad_norm_(modules.parameters(), section["optimizer"]["max_grad_norm"])
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        history.append({"step": step, **losses, "lr": scheduler.get_last_lr()[0]})
+        bar.update(1)
+        bar.set_postfix(", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
+        if step % section["log_every"] == 0:
+            logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in history[-1].items() if k != "step"))
+        if (section["checkpoint_every"] and step % section["checkpoint_every"] == 0) or step == section["max_steps"]:
+            checkpoint()
+    bar.close()
+    final = output_dir / "model"
+    save_atomically(student, final)
+    logger.info("Saved the student to %s (%.0f s)", final, time.time() - started)
+    return final
