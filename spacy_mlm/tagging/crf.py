@@ -149,19 +149,10 @@ def _steps(emissions, mask, transitions, lo: int, hi: int) -> torch.Tensor:
     return torch.where(mask[:, lo + 1 : hi + 1, None, None], steps, _identity(K, steps))
 
 
-@torch.no_grad()
-def crf_marginals(emissions, mask, start, transitions, end) -> torch.Tensor:
-    """Per-position tag marginals ``(B, T, K)`` (zeros at padding), by the
-    forward-backward algorithm in log space (see `_chain`).
-
-    alpha (paths up to t, ending in each tag) and beta (paths after t, from each
-    tag) carry a constant of their own at each position, which cancels in the
-    marginal, alpha + beta normalised per position. So the values stay near 0
-    however long the document, and each row sums to 1 by construction. (As the
-    gradient of an unnormalised float32 log Z through autograd, the magnitudes
-    grew with the length until the differences that matter were lost: on a
-    100,000-token document rows summed to anything from 0.12 to 1.05, and the
-    100,000-step graph took minutes.)"""
+def _forward_backward(emissions, mask, start, transitions, end):
+    """alpha ``(B, T, K)`` (log-sum of the paths up to t, ending in each tag) and
+    beta ``(B, T, K)`` (of the paths after t, from each tag), each position
+    shifted by a constant of its own (see `_chain`)."""
     B, T, _ = emissions.shape
     n = T - 1
 
@@ -175,7 +166,66 @@ def crf_marginals(emissions, mask, start, transitions, end) -> torch.Tensor:
     # beta_t = M_{t+1} beta_{t+1} from beta at the last real position = end: the same chain run
     # backwards; at padding the identity steps keep beta = end up to each row's last real position
     betas = _chain(end.expand(B, -1), n, backward, torch.logsumexp).flip(1)
+    return alphas, betas
+
+
+@torch.no_grad()
+def crf_marginals(emissions, mask, start, transitions, end) -> torch.Tensor:
+    """Per-position tag marginals ``(B, T, K)`` (zeros at padding), by the
+    forward-backward algorithm in log space (`_forward_backward`).
+
+    alpha and beta carry a constant of their own at each position, which
+    cancels in the marginal, alpha + beta normalised per position. So the values
+    stay near 0 however long the document, and each row sums to 1 by
+    construction. (As the gradient of an unnormalised float32 log Z through
+    autograd, the magnitudes grew with the length until the differences that
+    matter were lost: on a 100,000-token document rows summed to anything from
+    0.12 to 1.05, and the 100,000-step graph took minutes.)"""
+    alphas, betas = _forward_backward(emissions, mask, start, transitions, end)
     return torch.softmax(alphas + betas, dim=-1) * mask.unsqueeze(2)
+
+
+def log_matmul(log_x: torch.Tensor, log_m: torch.Tensor) -> torch.Tensor:
+    """log(exp(log_x) @ exp(log_m)) for log_x ``(..., I)``, log_m ``(I, J)``: the
+    sum over paths through one step as a matrix product, each side moved to a
+    maximum of 0 first (rows of log_x, columns of log_m), so that nothing
+    overflows and no (..., I, J) tensor is built. Entries of -inf (moves ruled
+    out) add nothing; a sum with no term is -inf."""
+    x_max = log_x.amax(dim=-1, keepdim=True)
+    x_max = torch.where(torch.isfinite(x_max), x_max, torch.zeros_like(x_max))
+    m_max = log_m.amax(dim=0, keepdim=True)
+    m_max = torch.where(torch.isfinite(m_max), m_max, torch.zeros_like(m_max))
+    return torch.log(torch.exp(log_x - x_max) @ torch.exp(log_m - m_max)) + x_max + m_max
+
+
+@torch.no_grad()
+def crf_scaled_forward_backward(emissions, mask, start, transitions, end):
+    """The forward-backward quantities with their scale, for probabilities of
+    events longer than one position (`span_marginals.py`):
+
+    * ``alpha_hat`` ``(B, T, K)``: log P(tag at t | the scores up to t), i.e.
+      alpha_t - c_t with c_t = log-sum of alpha_t;
+    * ``beta_hat`` ``(B, T, K)``: beta_t - (log Z - c_t), so that
+      alpha_hat + beta_hat is the log marginal;
+    * ``scale`` ``(B, T)``: c_t (cumulative, so c_e - c_{s-1} is the local
+      normaliser of an event on positions s..e; its value at padding repeats
+      the last real one);
+    * ``log_z`` ``(B,)``.
+
+    A span's probability is then alpha_hat before it, the path through it and
+    beta_hat after it, less c_e - c_{s-1}: every term stays near 0 however long
+    the document (give float64 inputs: c itself grows with the length)."""
+    alphas, betas = _forward_backward(emissions, mask, start, transitions, end)
+    alpha_hat = torch.log_softmax(alphas, dim=-1)
+    beta_hat = torch.log_softmax(alphas + betas, dim=-1) - alpha_hat
+    # c_t - c_{t-1}: the log-sum of one step from the normalised alpha_{t-1}
+    steps = torch.logsumexp(log_matmul(alpha_hat[:, :-1], transitions) + emissions[:, 1:], dim=-1)
+    first = torch.logsumexp(start + emissions[:, 0], dim=-1, keepdim=True)
+    scale = torch.cumsum(torch.cat([first, steps.masked_fill(~mask[:, 1:], 0.0)], dim=1), dim=1)
+    last = mask.sum(dim=1) - 1
+    rows = torch.arange(emissions.shape[0], device=emissions.device)
+    log_z = scale[rows, last] + torch.logsumexp(alpha_hat[rows, last] + end, dim=-1)
+    return alpha_hat, beta_hat, scale, log_z
 
 
 @torch.no_grad()
