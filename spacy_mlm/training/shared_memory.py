@@ -114,12 +114,16 @@ class SharedMemory:
         box = [_reserve(size) if dist.get_rank(group) == 0 else None]
         dist.broadcast_object_list(box, src=first, group=group)
         path, memory = box[0], None
-        if path is not None and os.path.exists(path):  # absent on another machine
-            memory = torch.from_file(path, shared=True, size=(world + 1) * numel, dtype=dtype)
-        mapped = torch.tensor([float(memory is not None)])
-        dist.all_reduce(mapped, op=dist.ReduceOp.MIN, group=group)  # every process has mapped it, or not
-        if path is not None and dist.get_rank(group) == 0:
-            os.unlink(path)  # the mappings stay
+        try:
+            try:
+                if path is not None and os.path.exists(path):  # absent on another machine
+                    memory = torch.from_file(path, shared=True, size=(world + 1) * numel, dtype=dtype)
+            finally:  # a process failing to map it still answers, then raises: no peer waits for the timeout
+                mapped = torch.tensor([float(memory is not None)])
+                dist.all_reduce(mapped, op=dist.ReduceOp.MIN, group=group)  # every process has mapped it, or not
+        finally:
+            if path is not None and dist.get_rank(group) == 0:
+                os.unlink(path)  # the mappings stay; nothing is left in /dev/shm whatever failed
         if mapped.item() == 0:
             return None
         return cls(memory, numel, group)

@@ -7,8 +7,10 @@ backward more or fewer times than the one before."""
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -114,12 +116,17 @@ dist.destroy_process_group()
 '''
 
 
-def run_steps(tmp_path, backward_calls, mode):
-    (tmp_path / "worker.py").write_text(WORKER)
+def torchrun(tmp_path, script, *args):
+    """Run `script` on 2 processes of a torchrun launch (its arguments `args`); the finished run."""
+    (tmp_path / "worker.py").write_text(script)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(tmp_path / "worker.py"), str(tmp_path / "steps.json"), json.dumps(backward_calls), mode]
-    done = subprocess.run(command, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+               str(tmp_path / "worker.py"), *args]
+    return subprocess.run(command, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
                           timeout=120)
+
+
+def run_steps(tmp_path, backward_calls, mode):
+    done = torchrun(tmp_path, WORKER, str(tmp_path / "steps.json"), json.dumps(backward_calls), mode)
     assert done.returncode == 0, done.stderr[-3000:]
     *steps, closed = json.loads((tmp_path / "steps.json").read_text())
     assert closed["own_after_close"], "after close() a weight is still shared between the processes"
@@ -197,3 +204,55 @@ def test_shared_memory_that_cannot_be_reserved_is_declined(tmp_path, monkeypatch
 
     monkeypatch.setattr(shared_memory.tempfile, "mkstemp", read_only)
     assert shared_memory._reserve(1024) is None
+
+
+FAILED_MAPPING_WORKER = '''
+import json, os, sys, time
+from datetime import timedelta
+import torch, torch.distributed as dist
+from spacy_mlm.training import shared_memory
+
+shared_memory.SHARED_DIR = sys.argv[1]
+dist.init_process_group("gloo", timeout=timedelta(seconds=10))
+rank = dist.get_rank()
+report = os.path.join(sys.argv[2], "rank0.json")
+if rank == 1:
+    def failing_from_file(*args, **kwargs):
+        raise RuntimeError("simulated: cannot map the file")
+    torch.from_file = failing_from_file
+    try:
+        shared_memory.SharedMemory.open(64, torch.float32, dist.group.WORLD)
+        outcome = "opened"
+    except RuntimeError as err:
+        outcome = str(err)
+    with open(os.path.join(sys.argv[2], "rank1.json"), "w") as out:
+        json.dump(outcome, out)
+    deadline = time.monotonic() + 30  # alive (as a process still raising would be) until the first one is done
+    while not os.path.exists(report) and time.monotonic() < deadline:
+        time.sleep(0.1)
+else:
+    start = time.monotonic()
+    opened = shared_memory.SharedMemory.open(64, torch.float32, dist.group.WORLD)
+    with open(report + ".part", "w") as out:
+        json.dump({"opened": opened is not None, "seconds": time.monotonic() - start}, out)
+    os.replace(report + ".part", report)
+'''
+
+
+@pytest.mark.skipif(not os.path.isdir(shared_memory.SHARED_DIR), reason="no /dev/shm on this machine")
+def test_a_process_that_fails_to_map_the_file_leaves_no_peer_waiting_and_no_file(tmp_path):
+    """A process failing in torch.from_file still takes part in the
+    collective that says whether every process mapped the file: the first
+    process learns it at once (not after the timeout), unlinks the file, and
+    the failure reaches the failing process's caller."""
+    shm = tempfile.mkdtemp(prefix="spacy-mlm-test-", dir=shared_memory.SHARED_DIR)
+    try:
+        done = torchrun(tmp_path, FAILED_MAPPING_WORKER, shm, str(tmp_path))
+        left = os.listdir(shm)
+    finally:
+        shutil.rmtree(shm)
+    assert (tmp_path / "rank0.json").exists(), f"the first process never returned: {done.stderr[-3000:]}"
+    first = json.loads((tmp_path / "rank0.json").read_text())
+    assert not first["opened"] and first["seconds"] < 5, first
+    assert json.loads((tmp_path / "rank1.json").read_text()) == "simulated: cannot map the file"
+    assert left == [], "the file in /dev/shm was left behind"
