@@ -142,6 +142,8 @@ class GradientReducer:
 
     def __init__(self, modules: Sequence[torch.nn.Module], bucket_bytes: int = BUCKET_BYTES,
                  shared_memory: bool = True):
+        # each once: a module listed twice (shared by two components) would be given a squared norm of 0 for clipping
+        modules = list({id(module): module for module in modules}.values())
         params = trained_parameters(modules)
         embeddings = embedding_weights(modules)
         self._rows = [p for p in params if id(p) in embeddings and p.dim() == 2]

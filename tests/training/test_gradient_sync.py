@@ -206,6 +206,51 @@ def test_shared_memory_that_cannot_be_reserved_is_declined(tmp_path, monkeypatch
     assert shared_memory._reserve(1024) is None
 
 
+SHARED_MODULE_WORKER = '''
+import json, sys
+import torch, torch.distributed as dist
+from spacy_mlm.models import torch_stepper
+from spacy_mlm.training.gradient_sync import GradientReducer
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+x = torch.full((2, 4), rank + 1.0)
+net(x).sum().backward()
+whole = 0.0
+for param in net.parameters():
+    dist.all_reduce(param.grad)
+    whole += float((param.grad.double() ** 2).sum())
+net.zero_grad(set_to_none=True)
+reducer = GradientReducer([net, net], shared_memory=True)  # one module listed by two components
+reducer.begin()
+net(x).sum().backward()
+reducer.finish()
+given = torch_stepper._GIVEN_SQUARED_NORMS.pop(net, None)
+reports = [None, None]
+dist.all_gather_object(reports, {"shared": reducer.shared_memory, "whole": whole,
+                                 "given": None if given is None else float(given)})
+reducer.close()
+if rank == 0:
+    with open(sys.argv[1], "w") as out:
+        json.dump(reports, out)
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.skipif(not os.path.isdir(shared_memory.SHARED_DIR), reason="no /dev/shm on this machine")
+def test_a_module_listed_twice_gets_its_whole_squared_norm_for_clipping(tmp_path):
+    """A module shared by two components is listed twice: clipping is given
+    its gradient's squared norm once (not a 0 that overwrote it, which
+    skipped clipping)."""
+    done = torchrun(tmp_path, SHARED_MODULE_WORKER, str(tmp_path / "norms.json"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    for report in json.loads((tmp_path / "norms.json").read_text()):
+        assert report["shared"] and report["whole"] > 0
+        assert report["given"] == pytest.approx(report["whole"], rel=1e-5), report
+
+
 FAILED_MAPPING_WORKER = '''
 import json, os, sys, time
 from datetime import timedelta
