@@ -22,7 +22,9 @@ store_user_data=True)`, `nlp.pipe(n_process=N)`), pickle and `copy.deepcopy`
 write its tensors as host arrays (`to_dict`) and read them back as CPU tensors.
 The msgpack encoder and decoder (models/encoding_codec.py) are registered
 through srsly's entry points, so a process that never imported spacy_mlm reads
-them too.
+them too. Bytes may come from anywhere (a DocBin made elsewhere), so what is
+read back is checked: its own parts when decoded (`from_dict`), its fit to
+the Doc where a listener reads it (`check_doc`).
 """
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 from spacy.tokens import Doc
 
-from ..errors import SettingError
+from ..errors import DataError, SettingError
 from ..tokenization.align import Alignment
 from ..tokenization.tokenizer import DocPieces
 from .pooling import pool_tokens
@@ -158,11 +160,44 @@ class DocEncoding:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "DocEncoding":
-        n_tokens, n_pieces, token_index, piece_index = data["alignment"]
-        alignment = Alignment(int(n_tokens), int(n_pieces), np.array(token_index), np.array(piece_index))
-        tensors = {name: _tensor_from_data(value) for name, value in data["tensors"].items()}
-        return cls(np.array(data["piece_ids"]), np.array(data["piece_offsets"]), alignment,
-                   pieces=list(data["pieces"]), **tensors)
+        """The inverse of `to_dict`, for data read from bytes (msgpack, pickle,
+        which may come from anywhere): every part is checked before it is used
+        (keys, types, shapes, dtypes, index ranges, one piece count and one width
+        throughout), a `DataError` saying what is inconsistent otherwise. Only
+        what the data holds is allocated: its counts are compared with its
+        arrays, never used as sizes. What needs the Doc (its token count, its
+        text) is `check_doc`'s, run where a component reads the encoding: srsly
+        decodes a Doc's user_data before the Doc has its tokens."""
+        if not isinstance(data, dict) or set(_KEYS) - set(data):
+            found = sorted(map(str, data)) if isinstance(data, dict) else type(data).__name__
+            raise DataError(f"{_WHERE}: a serialized encoding is a dict of {', '.join(_KEYS)}; got {found}")
+        alignment = _read_alignment(data["alignment"])
+        piece_ids = _int_array(data["piece_ids"], "piece_ids", (alignment.n_pieces,))
+        piece_offsets = _int_array(data["piece_offsets"], "piece_offsets", (alignment.n_pieces, 2))
+        if len(piece_offsets) and (piece_offsets.min() < 0 or np.any(piece_offsets[:, 0] > piece_offsets[:, 1])):
+            raise DataError(f"{_WHERE}: piece_offsets holds a negative offset or a piece ending before it starts")
+        pieces = data["pieces"]
+        if not isinstance(pieces, (list, tuple)) or not all(isinstance(p, str) for p in pieces) or len(pieces) not in (
+                0, alignment.n_pieces):
+            raise DataError(f"{_WHERE}: pieces must be a list of the {alignment.n_pieces} pieces' strings (or empty)")
+        return cls(piece_ids, piece_offsets, alignment, pieces=list(pieces),
+                   **_read_tensors(data["tensors"], alignment.n_pieces))
+
+    def check_doc(self, doc: Doc) -> None:
+        """Refuse (`DataError`) an encoding that is not one of `doc`: its
+        alignment must cover the Doc's tokens and its pieces lie in its text.
+        What every component that reads `doc._.mlm_encoding` asks first (an
+        encoding from bytes, or set by hand, may be another Doc's: one of 3
+        tokens on a 5-token Doc would tag the wrong tokens, one claiming 10**9
+        tokens would size the tagger's arrays)."""
+        n_tokens = self.alignment.n_tokens
+        if n_tokens != len(doc):
+            raise DataError(f"{_WHERE}: its alignment covers {n_tokens} tokens but the Doc has {len(doc)} (an "
+                            "encoding of another Doc, or of this one before its tokens changed)")
+        end = int(self.piece_offsets[:, 1].max()) if len(self.piece_offsets) else 0
+        if end > len(doc.text):
+            raise DataError(f"{_WHERE}: its pieces reach character {end} but the Doc's text has "
+                            f"{len(doc.text)} characters (an encoding of another Doc)")
 
     def __reduce__(self):
         """Pickle and deepcopy go through `to_dict`: device-independent, and the
@@ -171,11 +206,61 @@ class DocEncoding:
 
 
 _TENSORS = ("hidden_tensor", "cls_tensor", "layers_tensor", "pooled_tensor")
+_KEYS = ("piece_ids", "piece_offsets", "alignment", "pieces", "tensors")
+_WHERE = f"doc._.{ENCODING_ATTR}"
 
 
 def _on_host(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     return None if tensor is None else tensor.cpu()  # the same tensor where it already is there
 
 
-def _tensor_from_data(value: Optional[np.ndarray]) -> Optional[torch.Tensor]:
-    return None if value is None else torch.from_numpy(np.array(value))  # a copy: msgpack's arrays are read-only
+def _array(value: Any, name: str, shape: Tuple[Optional[int], ...], kinds: str) -> np.ndarray:
+    """`value` as a numpy array (a copy: msgpack's arrays are read-only) of
+    `shape` (None: any length) and a dtype of `kinds` (numpy kind letters;
+    an empty array may have any, as an empty list reads as float)."""
+    try:
+        array = np.array(value)
+    except (ValueError, TypeError) as err:  # ragged lists, objects numpy cannot read
+        raise DataError(f"{_WHERE}: {name} is no array ({err})") from None
+    expected = "(" + ", ".join("n" if n is None else str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+    if array.ndim != len(shape) or any(n is not None and n != found for n, found in zip(shape, array.shape)):
+        raise DataError(f"{_WHERE}: {name} has shape {tuple(array.shape)}, expected {expected}")
+    if array.size and array.dtype.kind not in kinds:
+        raise DataError(f"{_WHERE}: {name} holds {array.dtype}, expected {'integers' if kinds == 'iu' else 'floats'}")
+    return array
+
+
+def _int_array(value: Any, name: str, shape: Tuple[Optional[int], ...]) -> np.ndarray:
+    return _array(value, name, shape, "iu").astype(np.int64)
+
+
+def _count(value: Any, name: str) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+        raise DataError(f"{_WHERE}: the alignment's {name} must be a count (an integer >= 0), got {value!r}")
+    return int(value)
+
+
+def _read_alignment(value: Any) -> Alignment:
+    if not isinstance(value, (list, tuple)) or len(value) != 4:
+        raise DataError(f"{_WHERE}: alignment must be [n_tokens, n_pieces, token_index, piece_index], got "
+                        f"{type(value).__name__}{f' of {len(value)}' if isinstance(value, (list, tuple)) else ''}")
+    n_tokens, n_pieces = _count(value[0], "n_tokens"), _count(value[1], "n_pieces")
+    token_index = _int_array(value[2], "alignment's token_index", (None,))
+    piece_index = _int_array(value[3], "alignment's piece_index", (None,))
+    return Alignment.checked(n_tokens, n_pieces, token_index, piece_index, _WHERE)
+
+
+def _read_tensors(value: Any, n_pieces: int) -> Dict[str, Optional[torch.Tensor]]:
+    """The tensors of `to_dict` (float arrays): hidden (n_pieces, width), cls and
+    pooled (width,), layers (n_layers + 1, n_pieces, width), one width."""
+    if not isinstance(value, dict) or set(value) - set(_TENSORS) or any(value.get(n) is None for n in _TENSORS[:2]):
+        found = sorted(map(str, value)) if isinstance(value, dict) else type(value).__name__
+        raise DataError(f"{_WHERE}: tensors must be a dict of hidden_tensor, cls_tensor and optionally "
+                        f"layers_tensor, pooled_tensor; got {found}")
+    hidden = _array(value["hidden_tensor"], "hidden_tensor", (n_pieces, None), "f")
+    width = hidden.shape[1]
+    shapes = {"cls_tensor": (width,), "layers_tensor": (None, n_pieces, width), "pooled_tensor": (width,)}
+    arrays = {name: None if value.get(name) is None else _array(value[name], name, shape, "f")
+              for name, shape in shapes.items()}
+    return {name: None if array is None else torch.from_numpy(array)
+            for name, array in {"hidden_tensor": hidden, **arrays}.items()}

@@ -311,6 +311,7 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         if encoding is None:
             outputs.append(_empty(model, doc))
             continue
+        encoding.check_doc(doc)  # one read from bytes or set by hand may be another Doc's
         if model.needs_width(encoding.width):
             model.set_width(encoding.width)
         _check_pooler(model, encoding.pooled_tensor is not None)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import DataError
+
 
 @dataclass(frozen=True)
 class Alignment:
@@ -35,6 +37,29 @@ class Alignment:
         # pairs are sorted by token, so the reversed assignment leaves the smallest token
         first[self.piece_index[::-1]] = self.token_index[::-1]
         return first
+
+    @classmethod
+    def checked(cls, n_tokens: int, n_pieces: int, token_index: np.ndarray, piece_index: np.ndarray,
+                where: str) -> "Alignment":
+        """An alignment read from outside (a serialized encoding), refused with a
+        `DataError` starting with `where` unless `align_pieces_to_tokens` could
+        have made it: index arrays of one length, each index within its count,
+        the (token, piece) pairs sorted and each there once (`pieces_of` searches
+        them). Only the arrays present are read: the counts are compared, never
+        allocated, so a count that claims 10**9 tokens costs nothing here (the
+        Doc it is read with decides whether it is true)."""
+        if len(token_index) != len(piece_index):
+            raise DataError(f"{where}: its alignment has {len(token_index)} token indices but {len(piece_index)} "
+                            "piece indices (one of each per pair)")
+        for name, index, count in (("token", token_index, n_tokens), ("piece", piece_index, n_pieces)):
+            if len(index) and not (0 <= index.min() and index.max() < count):
+                bad = index.min() if index.min() < 0 else index.max()
+                raise DataError(f"{where}: its alignment names {name} {bad}, outside the {count} {name}s it covers")
+        same_token = np.diff(token_index) == 0
+        if np.any(np.diff(token_index) < 0) or np.any(same_token & (np.diff(piece_index) <= 0)):
+            raise DataError(f"{where}: its alignment's (token, piece) pairs are not sorted by token then piece, "
+                            "each pair once")
+        return cls(n_tokens, n_pieces, token_index, piece_index)
 
 
 def align_pieces_to_tokens(
