@@ -25,7 +25,8 @@ def deep_model_dir(tmp_path_factory):
     return make_tiny_bert(tmp_path_factory.mktemp("deep_bert"), num_layers=4)
 
 
-def train_teacher(model_dir: Path, output: Path, component: str, seed: int = 0, crf: bool = False) -> Path:
+def train_teacher(model_dir: Path, output: Path, component: str, seed: int = 0, crf: bool = False,
+                  updates: int = 8) -> Path:
     fix_random_seed(seed)
     nlp = spacy.blank("en")
     nlp.add_pipe("mlm_encoder", name="encoder", config={"model": {"path": str(model_dir)}})
@@ -38,7 +39,7 @@ def train_teacher(model_dir: Path, output: Path, component: str, seed: int = 0, 
     optimizer = nlp.initialize(lambda: examples)
     optimizer.learn_rate = 0.01
     rng = random.Random(seed)
-    for _ in range(8):
+    for _ in range(updates):
         rng.shuffle(examples)
         nlp.update(examples, sgd=optimizer)
     nlp.to_disk(output)
