@@ -15,10 +15,11 @@ that `dropout.py` makes cheap: a MiniLM MNLI fine-tuning step in bf16 took
 
 So, while a training pass runs on a CPU, `plain_attention(model)` gives each
 such attention module its plain class, and its own class back after. Only
-where verified: once per model, a probe of two rows (one padded) in eval mode
-must give the same outputs at every real position both ways (a family whose
-model prepares the attention mask for one implementation only fails it, and
-keeps its attention). Families without such a table (DeBERTa, MPNet,
+where verified: once per model, a probe of two rows (one padded), and of the
+same rows unpadded, in eval mode must give the same outputs at every real
+position both ways (a family whose model prepares the attention mask for one
+implementation only fails it, and keeps its attention; so does a decoder,
+`config.is_decoder`, whose unpadded batch runs SDPA causally with no mask). Families without such a table (DeBERTa, MPNet,
 ModernBERT; every family in transformers 5) are left as they are.
 """
 import contextlib
@@ -64,28 +65,34 @@ def _swapped(model: nn.Module, pairs: Dict[type, type]) -> Iterator[None]:
 
 
 def _verify(model: nn.Module, pairs: Dict[type, type]) -> bool:
+    """Whether both classes give the same outputs at every real position, on
+    a batch with a padded row and on one without padding: where nothing is
+    padded a model may give the fused class no mask at all (a decoder's SDPA
+    then runs causally), which the plain class reads as attending both ways."""
     device = next(model.parameters()).device
     ids = (torch.arange(2 * PROBE_LENGTH, device=device).reshape(2, PROBE_LENGTH) + 5) % int(model.config.vocab_size)
-    mask = torch.ones_like(ids)
-    mask[1, PROBE_LENGTH // 2:] = 0
+    padded = torch.ones_like(ids)
+    padded[1, PROBE_LENGTH // 2:] = 0
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            fused = model(input_ids=ids, attention_mask=mask)[0]
-            with _swapped(model, pairs):
-                plain = model(input_ids=ids, attention_mask=mask)[0]
+            for mask in (padded, torch.ones_like(ids)):
+                fused = model(input_ids=ids, attention_mask=mask)[0]
+                with _swapped(model, pairs):
+                    plain = model(input_ids=ids, attention_mask=mask)[0]
+                real = mask.bool()
+                if fused.shape != plain.shape or not torch.allclose(fused[real], plain[real], atol=1e-4, rtol=1e-3):
+                    logger.info("%s: plain attention gives other outputs than SDPA; training keeps SDPA",
+                                type(model).__name__)
+                    return False
     except Exception as err:  # a plain class that cannot take what the model gives the fused one
         logger.info("%s: plain attention does not run (%s: %s); training keeps SDPA", type(model).__name__,
                     type(err).__name__, err)
         return False
     finally:
         model.train(was_training)
-    real = mask.bool()
-    same = fused.shape == plain.shape and torch.allclose(fused[real], plain[real], atol=1e-4, rtol=1e-3)
-    if not same:
-        logger.info("%s: plain attention gives other outputs than SDPA; training keeps SDPA", type(model).__name__)
-    return same
+    return True
 
 
 @contextlib.contextmanager
