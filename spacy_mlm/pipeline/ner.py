@@ -9,6 +9,16 @@ maths, and `tagging/sequences.py`, which reads a batch's scores as its
 sequences); only the tag ids (and, if asked, the probabilities) come to the
 host. The component holds the settings, the labels and the gold masks.
 
+Every entity carries its probability: the exact marginal that its tokens are
+one entity of its type, over the well-formed tag paths (`tagging/span_marginals.py`:
+constrained forward-backward over the CRF's scores, or the softmax tagger's
+with zero transitions). It is written where spaCy users look for span scores:
+`doc.spans[spans_key]` with `attrs["scores"]` aligned with the spans (spaCy's
+spancat convention) and `span._.mlm_prob`; `doc.ents` stays the Viterbi path's
+entities (less those under `threshold`). `temperature` (fitted on labelled
+data by `calibrate`) divides the scores before the probabilities, never before
+the Viterbi path, so calibration changes no entity.
+
 Subword alignment happens in the listener: `EncoderListener` pools a token's
 pieces (`first` / `mean`); `EncoderPieceListener` gives every subword a row,
 and then `subword_loss` / `subword_decode` say how rows train and decide.
@@ -26,8 +36,10 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
-from spacy.tokens import Doc, Span
+import numpy
+from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 
@@ -37,13 +49,17 @@ from ..models.pooling import SUBWORD_POOLINGS
 from ..models.tagger import TagScores, tagger_head
 from ..models.torch_head import loss_and_gradient
 from ..tagging.crf import apply_constraints
-from ..tagging.sequences import decode_docs, tagging_loss
+from ..scoring.calibration import binary_nll, expected_calibration_error, fit_temperature
+from ..tagging.sequences import (DocSpans, SpanRequest, decode_docs, decode_sequences, sequence_offsets, tagging_loss,
+                                 tempered, viterbi_queries)
+from ..tagging.span_marginals import expected_entity_errors, span_patterns, span_probabilities
 from ..tokenization.context import CONTEXTS
 from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
-from ..util.settings import FLAG, TEXT, TEXTS, check_settings
+from ..util.settings import FLAG, INT, NUMBER, TEXT, TEXTS, check_settings, optional
 
 TAG_PROBS_ATTR = "tag_probs"
+SPAN_PROB_ATTR = "mlm_prob"
 SUBWORD_LOSSES = ("all", "first")
 
 DEFAULT_NER_MODEL = {
@@ -57,12 +73,17 @@ DEFAULT_NER_MODEL = {
 
 @Language.factory(
     "mlm_ner",
-    assigns=["doc.ents", "token.ent_iob", "token.ent_type", f"doc._.{TAG_PROBS_ATTR}"],
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type", f"doc._.{TAG_PROBS_ATTR}", "doc.spans"],
     default_config={
         "model": DEFAULT_NER_MODEL,
         "scheme": "BIO",
         "constrained": True,
         "store_probs": False,
+        "spans_key": "mlm_ner",
+        "threshold": 0.0,
+        "candidate_threshold": None,
+        "n_best": None,
+        "temperature": 1.0,
         "subword_loss": "all",
         "subword_decode": "first",
         "context": "none",
@@ -77,6 +98,11 @@ def make_mlm_ner(
     scheme: str,
     constrained: bool,
     store_probs: bool,
+    spans_key: str,
+    threshold: float,
+    candidate_threshold: Optional[float],
+    n_best: Optional[int],
+    temperature: float,
     subword_loss: str,
     subword_decode: str,
     context: str,
@@ -93,7 +119,24 @@ def make_mlm_ner(
         well-formed output); without, the softmax takes each token's argmax
         and the CRF its unconstrained Viterbi path.
     store_probs: also set `doc._.tag_probs`, a (len(doc), n_tags) numpy array of
-        tag probabilities (softmax) or marginals (CRF), columns in `tag_labels` order.
+        tag probabilities (softmax) or marginals (CRF), columns in `tag_labels`
+        order (at temperature 1).
+    spans_key: `doc.spans[spans_key]` holds the entities with their
+        probabilities (`attrs["scores"]`, also `span._.mlm_prob`) and the
+        further spans `candidate_threshold` / `n_best` ask for; its attrs also
+        hold "expected_entities" (the expected number of entities under the
+        model) and "expected_errors" (the expected number of wrong entities of
+        `doc.ents`: expected false positives plus expected misses).
+    threshold: entities of the Viterbi path less probable than this are left
+        out of `doc.ents` (high precision); 0 keeps them all.
+    candidate_threshold: every other span at least this probable joins
+        `doc.spans[spans_key]` (they may overlap each other and the entities:
+        high recall, for review); null: none.
+    n_best: at most this many of those further spans per Doc, the most probable
+        first; without `candidate_threshold` they are taken from every span
+        (a cost that grows with the square of the sentence length); null: no cap.
+    temperature: the scores are divided by it before any probability is
+        computed (not before the Viterbi path); `calibrate` fits it.
     subword_loss: with the piece listener and the softmax, "all" = every subword
         is trained on its word's tag, "first" = only the first subword is.
     subword_decode: with the piece listener, a word's scores are its first
@@ -103,23 +146,43 @@ def make_mlm_ner(
         (`token.is_sent_start`) as a sequence of its own, which is what an encoder
         with context = "document" was trained for (set both the same).
     """
-    check_settings("mlm_ner", scheme=(scheme, TEXT), constrained=(constrained, FLAG), store_probs=(store_probs, FLAG))
+    check_settings("mlm_ner", scheme=(scheme, TEXT), constrained=(constrained, FLAG), store_probs=(store_probs, FLAG),
+                   spans_key=(spans_key, TEXT), threshold=(threshold, NUMBER, ">= 0", "<= 1"),
+                   candidate_threshold=(candidate_threshold, optional(NUMBER), ">= 0", "<= 1"),
+                   n_best=(n_best, optional(INT), ">= 1"), temperature=(temperature, NUMBER, "> 0"))
     if not Doc.has_extension(TAG_PROBS_ATTR):
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
-    settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs)
+    if not Span.has_extension(SPAN_PROB_ATTR):
+        Span.set_extension(SPAN_PROB_ATTR, getter=span_probability)
+    settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs, spans_key=spans_key,
+                    threshold=threshold, candidate_threshold=candidate_threshold, n_best=n_best, temperature=temperature)
     subwords = dict(subword_loss=subword_loss, subword_decode=subword_decode)
     return MLMEntityRecognizer(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
 
 
 # the saved cfg's settings and their kinds (checked on load)
 SAVED_CFG = {"labels": TEXTS, "scheme": TEXT, "constrained": FLAG, "store_probs": FLAG, "subword_loss": TEXT,
-             "subword_decode": TEXT, "context": TEXT}
+             "subword_decode": TEXT, "context": TEXT, "spans_key": TEXT, "threshold": NUMBER,
+             "candidate_threshold": optional(NUMBER), "n_best": optional(INT), "temperature": NUMBER}
+
+
+def span_probability(span: Span) -> Optional[float]:
+    """`span._.mlm_prob`: the span's probability in the span group of the
+    `mlm_ner` component that scored it (None if none did)."""
+    for group in span.doc.spans.values():
+        if SPAN_PROB_ATTR in group.attrs:
+            for other, score in zip(group, group.attrs["scores"]):
+                if (other.start, other.end, other.label) == (span.start, span.end, span.label):
+                    return float(score)
+    return None
 
 
 class MLMEntityRecognizer(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "mlm_ner", *, scheme: str = "BIO",
-                 constrained: bool = True, store_probs: bool = False, subword_loss: str = "all",
-                 subword_decode: str = "first", context: str = "none", scorer: Optional[Callable] = None):
+                 constrained: bool = True, store_probs: bool = False, spans_key: str = "mlm_ner",
+                 threshold: float = 0.0, candidate_threshold: Optional[float] = None, n_best: Optional[int] = None,
+                 temperature: float = 1.0, subword_loss: str = "all", subword_decode: str = "first",
+                 context: str = "none", scorer: Optional[Callable] = None):
         if subword_loss not in SUBWORD_LOSSES:
             raise SpacyMlmError(f"subword_loss must be one of {', '.join(SUBWORD_LOSSES)}, got {subword_loss!r}")
         if subword_decode not in SUBWORD_POOLINGS:
@@ -130,7 +193,8 @@ class MLMEntityRecognizer(TrainablePipe):
         self.cfg = {"format_version": COMPONENT_CFG_VERSION, "labels": [], "scheme": normalize_scheme(scheme),
                     "constrained": constrained,
                     "store_probs": store_probs, "subword_loss": subword_loss, "subword_decode": subword_decode,
-                    "context": context}
+                    "context": context, "spans_key": spans_key, "threshold": threshold,
+                    "candidate_threshold": candidate_threshold, "n_best": n_best, "temperature": temperature}
         self._constraints: Dict = {}
 
     @property
@@ -194,30 +258,99 @@ class MLMEntityRecognizer(TrainablePipe):
         if not self.model.has_dim("nO"):
             raise NotInitializedError(f"'{self.name}' has no labels yet: call nlp.initialize() first")
         if not docs:
-            return [], None
-        scores: TagScores = self.model.predict(docs)
-        return decode_docs(scores, docs, self._transitions(), how=self.cfg["subword_decode"],
-                           crf=self.model.attrs["crf"], by_sentence=self.cfg["context"] == "document",
-                           constrained=self.cfg["constrained"], with_probs=self.cfg["store_probs"])
+            return [], None, []
+        cfg = self.cfg
+        n_best = cfg.get("n_best")
+        min_prob = cfg.get("candidate_threshold")
+        request = SpanRequest(span_patterns(self.tag_labels, cfg["scheme"]), self._span_transitions(),
+                              cfg.get("temperature", 1.0), 0.0 if min_prob is None and n_best else min_prob, n_best)
+        return decode_docs(self.model.predict(docs), docs, self._transitions(), **self._decoding(),
+                           with_probs=cfg["store_probs"], spans=request)
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
-        paths, probs = predictions
-        tags = self.tag_labels
-        for i, (doc, path) in enumerate(zip(docs, paths)):
-            doc.ents = [Span(doc, s, e, label=label) for s, e, label in tags_to_spans([tags[j] for j in path])]
+        paths, probs, spans = predictions
+        for i, (doc, doc_spans) in enumerate(zip(docs, spans)):
+            self._set_entities(doc, doc_spans)
             if probs is not None:
                 doc._.set(TAG_PROBS_ATTR, probs[i])
+
+    def _set_entities(self, doc: Doc, spans: DocSpans) -> None:
+        """doc.ents: the Viterbi entities at least `threshold` probable;
+        doc.spans[spans_key]: those and the further spans, with their scores."""
+        kept = [e for e in spans.entities if e[3] >= self.cfg.get("threshold", 0.0)]
+        doc.ents = [Span(doc, s, e, label=label) for s, e, label, _ in kept]
+        scored = kept + spans.alternatives
+        errors = expected_entity_errors(spans.expected_entities, [p for *_, p in kept])
+        attrs = {"scores": numpy.array([p for *_, p in scored], dtype="float32"), SPAN_PROB_ATTR: self.name,
+                 "expected_entities": spans.expected_entities, "expected_errors": errors}
+        key = self.cfg.get("spans_key", "mlm_ner")
+        doc.spans[key] = SpanGroup(doc, name=key, spans=[Span(doc, s, e, label=label) for s, e, label, _ in scored],
+                                   attrs=attrs)
+
+    def _decoding(self) -> Dict:
+        return dict(how=self.cfg["subword_decode"], crf=self.model.attrs["crf"],
+                    by_sentence=self.cfg["context"] == "document", constrained=self.cfg["constrained"])
 
     def _transitions(self):
         """The head's (start, transitions, end), forbidden moves masked when constrained."""
         start, transitions, end = tagger_head(self.model).transition_scores()
-        if not self.cfg["constrained"]:
-            return start, transitions, end
+        return self._constrained(start, transitions, end) if self.cfg["constrained"] else (start, transitions, end)
+
+    def _span_transitions(self, temperature: Optional[float] = None):
+        """The head's (start, transitions, end) divided by the temperature, then
+        the scheme's constraints: the paths a span's probability sums over."""
+        temperature = self.cfg.get("temperature", 1.0) if temperature is None else temperature
+        return self._constrained(*(x / temperature for x in tagger_head(self.model).transition_scores()))
+
+    def _constrained(self, start, transitions, end):
         key = (tuple(self.tag_labels), start.device)
         if key not in self._constraints:
             tables = transition_constraints(self.tag_labels, self.cfg["scheme"])
             self._constraints = {key: [torch.from_numpy(tables[k]).to(start.device) for k in ("start", "transitions", "end")]}
         return apply_constraints(start, transitions, end, *self._constraints[key])
+
+    # -- calibration ------------------------------------------------------------
+    def calibrate(self, examples: Iterable[Example], *, batch_size: int = 64) -> Dict[str, float]:
+        """Fit `temperature` on labelled examples (a dev set) whose predicted
+        Docs went through the components before this one (the encoder): the
+        temperature that minimises the negative log-likelihood of "this
+        entity is right" (exact span and type) over the Viterbi entities,
+        found by golden-section search over log T. Sets cfg["temperature"] and
+        returns it with the likelihood and the expected calibration error (15
+        bins) before (at the temperature it had) and after."""
+        examples = list(examples)
+        validate_examples(examples, "MLMEntityRecognizer.calibrate")
+        if not self.model.has_dim("nO"):
+            raise NotInitializedError(f"'{self.name}' has no labels yet: call nlp.initialize() first")
+        patterns, crf = span_patterns(self.tag_labels, self.cfg["scheme"]), self.model.attrs["crf"]
+        batches, correct = [], []
+        with torch.no_grad():
+            for batch in minibatch(examples, batch_size):
+                docs = [eg.predicted for eg in batch]
+                decoded = decode_sequences(self.model.predict(docs), docs, self._transitions(), **self._decoding(),
+                                           with_probs=False)
+                queries = viterbi_queries(decoded, patterns)
+                offsets = sequence_offsets(docs, self.cfg["context"] == "document")
+                correct.extend(_entity_is_gold(batch[offsets[b][0]], s + offsets[b][1], e + offsets[b][1],
+                                               patterns.labels[label]) for b, s, e, label in queries.tolist())
+                batches.append((decoded, queries))
+        if not correct:
+            raise SpacyMlmError(f"'{self.name}' predicted no entity on the calibration data: nothing to fit")
+        correct = numpy.array(correct, dtype=bool)
+
+        def probs_at(temperature: float) -> numpy.ndarray:
+            return numpy.concatenate([span_probabilities(
+                tempered(decoded.emissions, crf, temperature), decoded.mask, *self._span_transitions(temperature),
+                patterns, queries=queries).query_probs.cpu().numpy() for decoded, queries in batches])
+
+        before = self.cfg.get("temperature", 1.0)
+        temperature = fit_temperature(lambda t: binary_nll(probs_at(t), correct), start=before)
+        self.cfg["temperature"] = temperature
+        old, new = probs_at(before), probs_at(temperature)
+        return {"temperature": temperature, "temperature_before": before, "n_entities": len(correct),
+                "accuracy": float(correct.mean()), "nll_before": binary_nll(old, correct),
+                "nll_after": binary_nll(new, correct), "ece_before": expected_calibration_error(old, correct),
+                "ece_after": expected_calibration_error(new, correct)}
 
     # -- training ---------------------------------------------------------------
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd: Optional[Optimizer] = None,
@@ -259,4 +392,12 @@ class MLMEntityRecognizer(TrainablePipe):
                 f"tokens as outside any entity. Leave `labels` in [initialize.components.{self.name}] unset to take "
                 "them from the training data, or add the missing ones"
             ) from None
+
+
+def _entity_is_gold(example: Example, start: int, end: int, label: str) -> bool:
+    """Whether the predicted Doc's tokens start..end-1 labelled `label` are an
+    entity of the reference (the same characters and type)."""
+    span = example.predicted[start:end]
+    return any((ent.start_char, ent.end_char, ent.label_) == (span.start_char, span.end_char, label)
+               for ent in example.reference.ents)
 

@@ -5,7 +5,8 @@ tags), their (B, T, K) emissions, their decoding back into one tag path per
 Doc, and their training loss. Torch on the scores' device; what the
 `mlm_ner` component adds is only its settings, its labels and the gold.
 """
-from typing import Callable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -16,6 +17,8 @@ from ..tokenization.context import sentence_starts
 from .decoding import decode_tags
 from .emissions import pad_rows, token_emissions
 from .losses import sequence_loss, subword_softmax_loss
+from .schemes import tags_to_spans
+from .span_marginals import SpanPatterns, span_probabilities
 
 Transitions = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -59,21 +62,137 @@ def sequence_emissions(
     return emissions, mask, [len(r) for r in rows]
 
 
-def decode_docs(
+@dataclass
+class DecodedSequences:
+    """A batch decoded as its sequences: the raw emissions (CRF scores, or the
+    softmax tagger's scores before its log-softmax), their mask and lengths,
+    one tag path per sequence (cut to its length), and with `with_probs` the
+    (n_tokens, K) probabilities per sequence on the host."""
+
+    emissions: torch.Tensor
+    mask: torch.Tensor
+    lengths: List[int]
+    paths: List[List[int]]
+    probs: Optional[List[numpy.ndarray]]
+
+
+@dataclass
+class SpanRequest:
+    """What `decode_docs` scores besides the paths: `patterns` of the scheme
+    (`span_marginals.span_patterns`), `transitions` with the scheme's
+    constraints applied (always: a span's probability is over well-formed
+    paths) and divided by `temperature` before them; `min_prob`: also every
+    other span at least this probable (None: the Viterbi entities only);
+    `n_best`: at most that many of those per Doc, the most probable."""
+
+    patterns: SpanPatterns
+    transitions: Transitions
+    temperature: float = 1.0
+    min_prob: Optional[float] = None
+    n_best: Optional[int] = None
+
+
+ScoredSpan = Tuple[int, int, str, float]
+
+
+@dataclass
+class DocSpans:
+    """One Doc's spans: the Viterbi entities with their probabilities, in
+    order; the further spans asked for (most probable first); the expected
+    number of entities under the model."""
+
+    entities: List[ScoredSpan]
+    alternatives: List[ScoredSpan]
+    expected_entities: float
+
+
+class DecodedDocs(NamedTuple):
+    paths: List[List[int]]
+    probs: Optional[List[numpy.ndarray]]
+    spans: Optional[List[DocSpans]]
+
+
+def decode_sequences(
     scores: TagScores, docs: List[Doc], transitions: Transitions, *, how: str, crf: bool, by_sentence: bool,
     constrained: bool, with_probs: bool,
-) -> Tuple[List[List[int]], Optional[List[numpy.ndarray]]]:
-    """One tag-id path per Doc and, with `with_probs`, its (n_tokens, K) tag
-    probabilities (softmax) or marginals (CRF) on the host."""
+) -> DecodedSequences:
+    """The sequences' emissions and their Viterbi paths (and probabilities)."""
     emissions, mask, lengths = sequence_emissions(scores, docs, how, crf=crf, by_sentence=by_sentence)
-    if not crf:
-        emissions = torch.log_softmax(emissions, dim=-1)
-    paths, probs = decode_tags(emissions, mask, transitions, crf=crf, constrained=constrained, with_probs=with_probs)
-    # an empty sequence decoded one dummy position; sentences join again into their doc
-    paths = join_sequences([path[:n] for path, n in zip(paths, lengths)], docs, lambda parts: sum(parts, []))
+    tagged = emissions if crf else torch.log_softmax(emissions, dim=-1)
+    paths, probs = decode_tags(tagged, mask, transitions, crf=crf, constrained=constrained, with_probs=with_probs)
+    # an empty sequence decoded one dummy position
+    paths = [path[:n] for path, n in zip(paths, lengths)]
     if probs is not None:
-        probs = join_sequences([p[:n].float().cpu().numpy() for p, n in zip(probs, lengths)], docs, numpy.concatenate)
-    return paths, probs
+        probs = [p[:n].float().cpu().numpy() for p, n in zip(probs, lengths)]
+    return DecodedSequences(emissions, mask, lengths, paths, probs)
+
+
+def tempered(emissions: torch.Tensor, crf: bool, temperature: float) -> torch.Tensor:
+    """The emissions of the path distribution at `temperature`: the CRF's
+    scores divided by it (its transitions too, by the caller), the softmax
+    tagger's log-probabilities of its scores divided by it."""
+    scaled = emissions / temperature
+    return scaled if crf else torch.log_softmax(scaled, dim=-1)
+
+
+def viterbi_queries(decoded: DecodedSequences, patterns: SpanPatterns) -> torch.Tensor:
+    """(Q, 4) long: (sequence, start, end, label index) of every entity of the
+    Viterbi paths, in order."""
+    label_index = {label: i for i, label in enumerate(patterns.labels)}
+    rows = [(b, s, e, label_index[label]) for b, path in enumerate(decoded.paths)
+            for s, e, label in tags_to_spans([patterns.tags[k] for k in path])]
+    return torch.tensor(rows, dtype=torch.long).view(-1, 4)
+
+
+def sequence_offsets(docs: List[Doc], by_sentence: bool) -> List[Tuple[int, int]]:
+    """(doc index, first token) of each sequence."""
+    if not by_sentence:
+        return [(i, 0) for i in range(len(docs))]
+    return [(i, int(start)) for i, doc in enumerate(docs)
+            for start in numpy.cumsum([0] + sentence_lengths(doc)[:-1])]
+
+
+def score_spans(decoded: DecodedSequences, docs: List[Doc], request: SpanRequest, *, crf: bool,
+                by_sentence: bool) -> List[DocSpans]:
+    """Each Doc's Viterbi entities with their span marginals, and the further
+    spans `request` asks for, at its temperature."""
+    queries = viterbi_queries(decoded, request.patterns)
+    result = span_probabilities(tempered(decoded.emissions, crf, request.temperature), decoded.mask,
+                                *request.transitions, request.patterns, queries=queries, min_prob=request.min_prob)
+    labels = request.patterns.labels
+    out = [DocSpans([], [], 0.0) for _ in docs]
+    offsets = sequence_offsets(docs, by_sentence)
+    for (b, s, e, label), p in zip(queries.tolist(), result.query_probs.tolist()):
+        doc, offset = offsets[b]
+        out[doc].entities.append((s + offset, e + offset, labels[label], p))
+    for b, expected in enumerate(result.expected_entities.tolist()):
+        out[offsets[b][0]].expected_entities += expected
+    viterbi = {(offsets[b][0], s + offsets[b][1], e + offsets[b][1], label) for b, s, e, label in queries.tolist()}
+    for (b, s, e, label), p in zip(result.candidates.tolist(), result.candidate_probs.tolist()):
+        doc, offset = offsets[b]
+        if (doc, s + offset, e + offset, label) not in viterbi:
+            out[doc].alternatives.append((s + offset, e + offset, labels[label], p))
+    for spans in out:
+        spans.alternatives.sort(key=lambda span: -span[3])
+        if request.n_best is not None:
+            del spans.alternatives[request.n_best:]
+    return out
+
+
+def decode_docs(
+    scores: TagScores, docs: List[Doc], transitions: Transitions, *, how: str, crf: bool, by_sentence: bool,
+    constrained: bool, with_probs: bool, spans: Optional[SpanRequest] = None,
+) -> DecodedDocs:
+    """One tag-id path per Doc and, with `with_probs`, its (n_tokens, K) tag
+    probabilities (softmax) or marginals (CRF) on the host; with `spans`, its
+    scored entities (`score_spans`)."""
+    decoded = decode_sequences(scores, docs, transitions, how=how, crf=crf, by_sentence=by_sentence,
+                               constrained=constrained, with_probs=with_probs)
+    # sentences join again into their doc
+    paths = join_sequences(decoded.paths, docs, lambda parts: sum(parts, []))
+    probs = None if decoded.probs is None else join_sequences(decoded.probs, docs, numpy.concatenate)
+    doc_spans = None if spans is None else score_spans(decoded, docs, spans, crf=crf, by_sentence=by_sentence)
+    return DecodedDocs(paths, probs, doc_spans)
 
 
 def tagging_loss(

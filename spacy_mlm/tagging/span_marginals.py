@@ -15,11 +15,12 @@ before it (IO, IOB1 only), its own tags (fixed by its length: ``B I I``, ``S``,
 
 with entry the normalised forward state before s moved into the first tag,
 exit the normalised backward state after the last one, and c the forward
-scale (`crf.crf_scaled_forward_backward`). Spans are scored a length at a time
-for every start at once; longer spans are scored only while some could still
-reach the asked probability (a span's probability is at most that of its
-prefix), so the cost follows the entities' lengths, not the square of the
-sequence's.
+scale (`crf.crf_scaled_forward_backward`); the path's middle is a running sum,
+so an asked span (a Viterbi entity) costs the same however long it is. Further
+spans are scored a length at a time for every start at once, and longer ones
+only from starts where they could still reach the asked probability (a span's
+probability is at most that of its first tags), so the cost follows the
+entities' lengths, not the square of the sequence's.
 """
 import math
 from dataclasses import dataclass
@@ -99,12 +100,48 @@ class SpanProbabilities:
     expected_entities: torch.Tensor
 
 
-def _ahead(x: torch.Tensor, k: int, fill: float) -> torch.Tensor:
-    """x (B, L, ...) read k positions ahead: [:, t] = x[:, t + k], `fill` past the end."""
-    out = torch.full_like(x, fill)
-    if k < x.shape[1]:
-        out[:, : x.shape[1] - k] = x[:, k:]
-    return out
+@dataclass
+class _SpanTerms:
+    """The pieces of every span's log-probability, per pattern p (last axis):
+    entering its first (single) tag at s, leaving its last (single) tag into
+    position e (the end of the sequence at e = length), the emissions of its
+    last tag, the running sum of its middle tag's emissions, its moves, and
+    the forward scale c_{k-1} at index k (log Z after the last token)."""
+
+    enter_single: torch.Tensor  # (B, T, P)
+    enter_first: torch.Tensor  # (B, T, P)
+    leave_single: torch.Tensor  # (B, T + 1, P)
+    leave_last: torch.Tensor  # (B, T + 1, P)
+    em_last: torch.Tensor  # (B, T, P)
+    middle_sums: torch.Tensor  # (B, T + 1, P): the sum of the middle tag's emissions before each position
+    first_middle: torch.Tensor  # (P,) moves
+    first_last: torch.Tensor
+    middle_middle: torch.Tensor
+    middle_last: torch.Tensor
+    c_before: torch.Tensor  # (B, T + 2)
+    beta_hat: torch.Tensor  # (B, T, K)
+
+    def log_probs(self, b: torch.Tensor, s: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        """(M, P): log P(tokens s..e-1 of sequence b are one entity, tagged as
+        pattern p) for spans that fit their sequence (1 <= e - s)."""
+        n = (e - s)[:, None]
+        inner = torch.where(
+            n == 2, self.first_last,
+            self.first_middle + self.middle_sums[b, (e - 1).clamp(min=0)] - self.middle_sums[b, s + 1]
+            + (n - 3).clamp(min=0) * self.middle_middle + self.middle_last)
+        longer = self.enter_first[b, s] + inner + self.em_last[b, e - 1] + self.leave_last[b, e]
+        log_p = torch.where(n == 1, self.enter_single[b, s] + self.leave_single[b, e], longer)
+        return log_p - (self.c_before[b, e + 1] - self.c_before[b, s])[:, None]
+
+    def prefix_log_probs(self, b, s, n: int, last_open: torch.Tensor) -> torch.Tensor:
+        """(M, P): log P(the first n tags of a span from s): every longer span
+        from s lies inside this event, so it bounds their probabilities."""
+        e = s + n
+        log_p = self.enter_first[b, s] + self.beta_hat[b, e - 1][:, last_open]
+        if n >= 2:
+            log_p = log_p + self.first_middle + self.middle_sums[b, e] - self.middle_sums[b, s + 1] + (
+                n - 2) * self.middle_middle
+        return log_p - (self.c_before[b, e] - self.c_before[b, s])[:, None]
 
 
 @torch.no_grad()
@@ -125,17 +162,16 @@ def span_probabilities(
     log-probabilities), mask ``(B, T)``, start / transitions / end with the
     scheme's forbidden moves already at `crf.FORBIDDEN` (zeros for the softmax
     tagger). queries ``(Q, 4)`` long: (sequence, start, end, label index) of the
-    spans whose probability is asked (e.g. the Viterbi entities); min_prob: also
-    return every span at least this probable (None: none; 0: every span, which
-    costs the square of the length). Computed in float64, returned on the
-    emissions' device."""
+    spans whose probability is asked (e.g. the Viterbi entities; each costs the
+    same, however long); min_prob: also return every span at least this
+    probable (None: none; 0: every span, which costs the square of the
+    length). Computed in float64, returned on the emissions' device."""
     device = emissions.device
     em, start, transitions, end = (x.double() for x in (emissions, start, transitions, end))
     B, T, K = em.shape
     alpha_hat, beta_hat, scale, log_z = crf_scaled_forward_backward(em, mask, start, transitions, end)
     lengths = mask.sum(dim=1)
     positions = torch.arange(T + 1, device=device)
-    real = positions[None, :T] < lengths[:, None]  # (B, T)
     at_end = positions[None, :] == lengths[:, None]  # (B, T + 1): the position after the last token
 
     def ids(a):
@@ -149,85 +185,61 @@ def span_probabilities(
     def entry(tag):
         """(B, T, P): log-mass of entering `tag[p]` at s (the forward state at s - 1 normalised)."""
         moved = log_matmul(alpha_hat[:, :-1], transitions[:, tag] + entry_mask.T)  # from s - 1 into s = 1..T-1
-        inner = torch.cat([start[tag].expand(B, 1, -1), moved], dim=1)
-        return inner + em[:, :, tag]
+        return torch.cat([start[tag].expand(B, 1, -1), moved], dim=1) + em[:, :, tag]
 
     def leave(tag):
         """(B, T + 1, P): log-mass of leaving `tag[p]` at e - 1 into position e (the end at e = length)."""
-        ahead = em + beta_hat  # position e's tag and everything after it
-        moved = log_matmul(ahead, transitions[tag].T + exit_mask.T)  # (B, T, P)
+        moved = log_matmul(em + beta_hat, transitions[tag].T + exit_mask.T)  # position e's tag and all after it
         moved = torch.cat([moved, moved.new_full((B, 1, moved.shape[-1]), float("-inf"))], dim=1)
-        out = torch.where(at_end[:, :, None], end[tag].expand(B, T + 1, -1), moved)
-        return out.masked_fill((positions[None, :] > lengths[:, None])[:, :, None], float("-inf"))
+        return torch.where(at_end[:, :, None], end[tag].expand(B, T + 1, -1), moved)
 
     # c_{k-1} at index k (c_{-1} = 0), and log Z where the index is the length + 1
     c_before = torch.cat([scale.new_zeros(B, 1), scale, scale.new_zeros(B, 1)], dim=1)
     c_before = torch.where(torch.cat([at_end.new_zeros(B, 1), at_end], dim=1), log_z[:, None], c_before)
-    enter_single, enter_first = entry(single), entry(first)
-    leave_single, leave_last = leave(single), leave(last)
-    em_middle, em_last = em[:, :, middle], em[:, :, last]
-    t_first_middle, t_first_last = transitions[first, middle], transitions[first, last]
-    t_middle_middle, t_middle_last = transitions[middle, middle], transitions[middle, last]
+    em_middle = em[:, :, middle].masked_fill(~mask[:, :, None], 0.0)
+    terms = _SpanTerms(entry(single), entry(first), leave(single), leave(last), em[:, :, last],
+                       torch.cat([em.new_zeros(B, 1, len(middle)), em_middle.cumsum(dim=1)], dim=1),
+                       transitions[first, middle], transitions[first, last], transitions[middle, middle],
+                       transitions[middle, last], c_before, beta_hat)
+    n_labels = len(patterns.labels)
 
-    def normaliser(n):  # c_{s+n-1+1} - c_{s-1} for the span s..s+n-1, as (B, T, 1)
-        return (_ahead(c_before, n + 1, float("inf"))[:, :T] - c_before[:, :T]).unsqueeze(-1)
-
-    def per_label(log_p):  # (B, T, P) -> (B, T, L): the variants of a label are disjoint events
-        return torch.logsumexp(log_p.view(B, T, patterns.n_variants, len(patterns.labels)), dim=2)
+    def per_label(log_p):  # (M, P) -> (M, L): the variants of a label are disjoint events
+        return torch.logsumexp(log_p.view(-1, patterns.n_variants, n_labels), dim=1).clamp(max=_MAX_LOG_PROB)
 
     queries = torch.zeros((0, 4), dtype=torch.long, device=device) if queries is None else queries.to(device)
-    query_log = torch.full((len(queries),), float("-inf"), dtype=em.dtype, device=device)
-    query_lengths = queries[:, 2] - queries[:, 1]
-    longest_query = int(query_lengths.max()) if len(queries) else 0
-    floor = None if min_prob is None else (math.log(min_prob) if min_prob > 0 else float("-inf"))
-    found: List[Tuple[torch.Tensor, torch.Tensor]] = []
+    q_b, q_s, q_e, q_label = queries.unbind(1)
+    query_log = per_label(terms.log_probs(q_b, q_s, q_e))[torch.arange(len(queries), device=device), q_label]
 
-    opened = enter_first  # the span's first n tags, from each start s
-    for n in range(1, T + 1):
-        if n == 1:
-            closed = enter_single
-            leaving = leave_single
-        else:
-            step = t_first_last if n == 2 else t_middle_last
-            closed = opened + step + _ahead(em_last, n - 1, float("-inf"))
-            leaving = leave_last
-            opened = opened + (t_first_middle if n == 2 else t_middle_middle) + _ahead(em_middle, n - 1, float("-inf"))
-        log_p = closed + _ahead(leaving, n, float("-inf"))[:, :T] - normaliser(n)
-        fits = _ahead(real, n - 1, False)[:, :, None] & real[:, :, None]
-        log_p = per_label(log_p.masked_fill(~fits, float("-inf"))).clamp(max=_MAX_LOG_PROB)
-        asked = query_lengths == n
-        if asked.any():
-            q = queries[asked]
-            query_log[asked] = log_p[q[:, 0], q[:, 1], q[:, 3]]
-        if floor is not None:
-            hits = (log_p >= floor) & fits[:, :, :1]
-            b, s, label = hits.nonzero(as_tuple=True)
-            found.append((torch.stack([b, s, s + n, label], dim=1), log_p[b, s, label]))
-        if n >= longest_query:
-            if floor is None:
+    found: List[Tuple[torch.Tensor, torch.Tensor]] = []
+    if min_prob is not None:
+        floor = math.log(min_prob) if min_prob > 0 else float("-inf")
+        b, s = (x.reshape(-1) for x in torch.meshgrid(torch.arange(B, device=device), positions[:T], indexing="ij"))
+        for n in range(1, T + 1):
+            fits = s + n <= lengths[b]
+            b, s = b[fits], s[fits]
+            if not len(b):
                 break
-            # every longer span from s is inside the event "its first n tags": stop when none can reach the floor
-            last_open = first if n == 1 else middle
-            bound = opened + _ahead(beta_hat[:, :, last_open], n - 1, float("-inf")) - _ahead(
-                c_before, n, float("inf"))[:, :T, None] + c_before[:, :T, None]
-            bound = bound.masked_fill(~fits, float("-inf"))
-            if not bool((bound >= floor).any()):
-                break
+            log_p = per_label(terms.log_probs(b, s, s + n))
+            hit, label = (log_p >= floor).nonzero(as_tuple=True)
+            found.append((torch.stack([b[hit], s[hit], s[hit] + n, label], dim=1), log_p[hit, label]))
+            # a longer span from s lies inside "its first n tags": go on from the starts where that can reach the floor
+            open_ = terms.prefix_log_probs(b, s, n, first if n == 1 else middle)
+            going = (open_ >= floor).any(dim=1) if floor > float("-inf") else torch.ones_like(b, dtype=torch.bool)
+            b, s = b[going], s[going]
     candidates = torch.cat([f[0] for f in found]) if found else torch.zeros((0, 4), dtype=torch.long, device=device)
     candidate_log = torch.cat([f[1] for f in found]) if found else em.new_zeros(0)
     return SpanProbabilities(query_log.exp(), candidates, candidate_log.exp(),
-                             _expected_entities(enter_single, enter_first, beta_hat, scale, single, first, real))
+                             _expected_entities(terms, scale, single, first, mask))
 
 
-def _expected_entities(enter_single, enter_first, beta_hat, scale, single, first, real) -> torch.Tensor:
+def _expected_entities(terms: _SpanTerms, scale, single, first, mask) -> torch.Tensor:
     """(B,): the expected number of entities, the sum over positions of the
     probability that one opens there (by its single tag, or its first tag where
     that differs: BIOES's S and B)."""
-    step = scale - torch.cat([scale.new_zeros(scale.shape[0], 1), scale[:, :-1]], dim=1)  # c_s - c_{s-1}
-    opens = torch.exp(enter_single + beta_hat[:, :, single] - step[:, :, None])
-    differs = first != single
-    opens = opens + torch.exp(enter_first + beta_hat[:, :, first] - step[:, :, None]) * differs
-    return (opens * real[:, :, None]).sum(dim=(1, 2))
+    step = (scale - torch.cat([scale.new_zeros(scale.shape[0], 1), scale[:, :-1]], dim=1))[:, :, None]  # c_s - c_{s-1}
+    opens = torch.exp(terms.enter_single + terms.beta_hat[:, :, single] - step)
+    opens = opens + torch.exp(terms.enter_first + terms.beta_hat[:, :, first] - step) * (first != single)
+    return (opens * mask[:, :, None]).sum(dim=(1, 2))
 
 
 def expected_entity_errors(expected_entities: float, predicted_probs: Sequence[float]) -> float:

@@ -111,7 +111,7 @@ def test_a_tagger_trained_on_iob1_is_imported_as_iob1(ner_dirs):
     for a, b in zip(bio.pipe(SENTENCES[:10]), iob1.pipe(SENTENCES[:10])):
         assert [(e.start, e.end, e.label_) for e in a.ents] == [(e.start, e.end, e.label_) for e in b.ents]
     tagger.cfg["constrained"] = True
-    paths, _ = tagger.predict(list(iob1.pipe(SENTENCES)))  # the docs keep their encoding
+    paths, *_ = tagger.predict(list(iob1.pipe(SENTENCES)))  # the docs keep their encoding
     tags = [[tagger.tag_labels[j] for j in path] for path in paths]
     assert all(is_valid_sequence(sequence, "IOB1") for sequence in tags)
     assert any(t[i].startswith("I-") and (i == 0 or t[i - 1] == "O") for t in tags for i in range(len(t)))

@@ -348,7 +348,7 @@ def test_crf_tagger_and_contextual_vectors(family_dir):
     losses = [nlp.update(examples, sgd=optimizer, losses={})["ner"] for _ in range(4)]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     docs = [nlp.make_doc(text) for text, _ in NER_DATA]
-    paths, _ = ner.predict([nlp.get_pipe("mlm_encoder")(doc) for doc in docs])
+    paths, *_ = ner.predict([nlp.get_pipe("mlm_encoder")(doc) for doc in docs])
     assert [len(path) for path in paths] == [len(doc) for doc in docs]
     assert all(is_valid_sequence([ner.tag_labels[t] for t in path], ner.cfg["scheme"]) for path in paths)
 

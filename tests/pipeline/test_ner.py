@@ -124,7 +124,7 @@ def test_decoded_tags_are_valid_where_the_scores_favour_invalid_ones(tiny_model_
     with torch.no_grad():
         tagger_head(ner.model).output.bias[ner.tag_labels.index("I-PER")] += 20.0
     docs = [nlp.make_doc(text) for text in [DATA[0][0], "Oslo", "Peter Grant"]]
-    paths, _ = ner.predict(docs)
+    paths, *_ = ner.predict(docs)
     for doc, path in zip(docs, paths, strict=True):
         tags = [ner.tag_labels[i] for i in path]
         assert len(tags) == len(doc)

@@ -30,7 +30,7 @@ def test_crf_marginals_of_a_100k_token_doc_sum_to_one_in_linear_time(tiny_model_
     for n in (10_000, 100_000):
         doc = Doc(nlp.vocab, words=(SENTENCE * (n // len(SENTENCE) + 1))[:n])
         began = time.perf_counter()
-        (path,), (probs,) = ner.predict([encoder(doc)])
+        (path,), (probs,), _ = ner.predict([encoder(doc)])
         seconds[n] = time.perf_counter() - began
         assert probs.shape == (n, len(ner.tag_labels)) and np.isfinite(probs).all()
         assert np.abs(probs.sum(axis=1) - 1).max() < 1e-4

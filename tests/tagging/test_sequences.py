@@ -35,7 +35,7 @@ def test_decoding_gives_one_path_per_doc_whether_read_by_doc_or_by_sentence():
     scores = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
     tag_scores = TagScores(scores, [5, 2], None)
     for by_sentence in (False, True):
-        paths, probs = decode_docs(tag_scores, docs, NO_MOVES, how="first", crf=False, by_sentence=by_sentence,
+        paths, probs, _ = decode_docs(tag_scores, docs, NO_MOVES, how="first", crf=False, by_sentence=by_sentence,
                                    constrained=True, with_probs=True)
         assert paths == [[0, 1, 0, 1, 0], [0, 1]]
         assert [p.shape for p in probs] == [(5, 2), (2, 2)]

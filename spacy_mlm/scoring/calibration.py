@@ -1,0 +1,93 @@
+"""How far a model's probabilities can be taken at their word, and the
+temperature that makes them better: pure numpy.
+
+A score p of "this prediction is right" is calibrated when, of the predictions
+scored about p, a fraction p is right. `reliability_bins` groups the scores in
+equal-width bins (15, the usual number since Guo et al. 2017), the expected
+calibration error is the mean gap between each bin's mean score and its
+accuracy, weighted by its count; `binary_nll` is the negative log-likelihood
+of the outcomes under the scores, the proper scoring rule a temperature is
+fitted to (`fit_temperature`: golden-section search over log T, since the
+likelihood of one temperature is cheap to compute again but has no gradient
+at hand).
+"""
+import math
+from dataclasses import dataclass
+from typing import Callable, List, Sequence
+
+import numpy
+
+ECE_BINS = 15
+# probabilities are kept this far from 0 and 1 in the log-likelihood
+_EPS = 1e-12
+
+
+@dataclass
+class ReliabilityBin:
+    low: float
+    high: float
+    count: int
+    mean_score: float
+    accuracy: float
+
+
+def _checked(probs: Sequence[float], correct: Sequence[bool]):
+    probs, correct = numpy.asarray(probs, dtype=float), numpy.asarray(correct, dtype=bool)
+    if probs.shape != correct.shape or probs.ndim != 1:
+        raise ValueError(f"probabilities {probs.shape} and outcomes {correct.shape} must be two lists of one length")
+    return probs, correct
+
+
+def reliability_bins(probs: Sequence[float], correct: Sequence[bool], n_bins: int = ECE_BINS) -> List[ReliabilityBin]:
+    """The scores in `n_bins` equal-width bins over [0, 1] (a score of 1 in the
+    last): each bin's count, mean score and accuracy (0 for an empty bin)."""
+    probs, correct = _checked(probs, correct)
+    which = numpy.minimum((probs * n_bins).astype(int), n_bins - 1)
+    bins = []
+    for b in range(n_bins):
+        inside = which == b
+        count = int(inside.sum())
+        bins.append(ReliabilityBin(b / n_bins, (b + 1) / n_bins, count,
+                                   float(probs[inside].mean()) if count else 0.0,
+                                   float(correct[inside].mean()) if count else 0.0))
+    return bins
+
+
+def expected_calibration_error(probs: Sequence[float], correct: Sequence[bool], n_bins: int = ECE_BINS) -> float:
+    """sum over bins of count / n * |mean score - accuracy| (0 for no scores)."""
+    total = len(probs)
+    if not total:
+        return 0.0
+    return float(sum(b.count / total * abs(b.mean_score - b.accuracy) for b in reliability_bins(probs, correct, n_bins)))
+
+
+def binary_nll(probs: Sequence[float], correct: Sequence[bool]) -> float:
+    """Mean -log p of the right predictions and -log(1 - p) of the wrong ones."""
+    probs, correct = _checked(probs, correct)
+    if not len(probs):
+        return 0.0
+    probs = numpy.clip(probs, _EPS, 1 - _EPS)
+    return float(-numpy.mean(numpy.where(correct, numpy.log(probs), numpy.log1p(-probs))))
+
+
+def fit_temperature(loss_at: Callable[[float], float], *, start: float = 1.0, low: float = 0.05, high: float = 20.0,
+                    tolerance: float = 1e-3) -> float:
+    """The temperature in [low, high] with the least `loss_at(T)`, by
+    golden-section search over log T to `tolerance` (relative); `start` (the
+    temperature in use) is kept unless the search finds a lower loss, so the
+    fitted loss is never above the one at `start`."""
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = math.log(low), math.log(high)
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = loss_at(math.exp(c)), loss_at(math.exp(d))
+    while b - a > tolerance:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = loss_at(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = loss_at(math.exp(d))
+    best, best_loss = (math.exp(c), fc) if fc <= fd else (math.exp(d), fd)
+    return best if best_loss < loss_at(start) else start
