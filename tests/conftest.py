@@ -44,6 +44,8 @@ def encoder_nlp(tiny_model_dir):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: runs on a CUDA GPU, skipped without one (select with -m cuda)")
+    config.addinivalue_line("markers", "numerics: compares numbers computed along two paths (batches, processes, "
+                            "backends); `make test` runs these again on AVX2 kernels (tests/numerics.py)")
 
 
 def cuda_skip_reason(need_cupy: bool = True) -> Optional[str]:

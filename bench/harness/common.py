@@ -141,10 +141,15 @@ class Stopwatch:
 
 
 def print_result(figures: dict, digits: int = None) -> None:
-    """The last line of every bench: one JSON object (floats rounded to `digits`, if given)."""
+    """The last line of every bench: one JSON object (floats rounded to `digits`, if given),
+    with the machine it was measured on under "machine" (CPU, its features that matter,
+    cores, threads, torch's kernel level, library versions): a speed figure is a fact
+    about a CPU as much as about the code."""
+    from spacy_mlm.util.machine import machine_info
+
     if digits is not None:
         figures = {key: round(value, digits) if isinstance(value, float) else value for key, value in figures.items()}
-    print(json.dumps(figures), flush=True)
+    print(json.dumps({**figures, "machine": machine_info()}), flush=True)
 
 
 def write_json(path, data) -> None:

@@ -144,6 +144,11 @@ NER = [("Anna Berg works in Oslo.", [(0, 9, "PER"), (19, 23, "LOC")]),
        ("Peter Grant flew to Paris last week.", [(0, 11, "PER"), (20, 25, "LOC")])]
 CATS = [("What a wonderful and moving story.", "POS"), ("The film was dull and far too long.", "NEG")]
 UNSEEN = "Quiet rivers carry old stones past green hills and small villages."
+PIPELINE_LR = [lr / 20 for lr in LR]
+PIPELINE_STEPS = 4
+# parameters whose gradient is 0 in exact arithmetic: softmax ignores a constant added to every key's score,
+# so a self-attention key bias only ever gets rounding noise, which Adam normalises to a step of up to lr
+ZERO_GRADIENT = ("attention.self.key.bias",)
 
 
 def pipeline_examples(nlp, task):
@@ -164,8 +169,8 @@ def train_pipeline(model_dir, task, sparse):
     embedding.sparse = sparse
     # fine-tuning's learning rates: Adam turns a gradient's last-bit rounding (sums in another order) into
     # up to lr where it is near 0, so the weights' agreement scales with lr; a strong decay to see it at all
-    sgd = optimizer(lr=[lr / 20 for lr in LR], l2=1.0)
-    for i in range(4):  # the second example first at step 2
+    sgd = optimizer(lr=PIPELINE_LR, l2=1.0)
+    for i in range(PIPELINE_STEPS):  # the second example first at step 2
         nlp.update(examples[: 1 + (i >= 2)], sgd=sgd, losses={}, drop=0.0)
     return nlp, embedding
 
@@ -174,18 +179,28 @@ def encoder_weights(nlp):
     return dict(get_hf_model(nlp.get_pipe("mlm_encoder").model).named_parameters())
 
 
+def assert_weights_agree(nlp, dense):
+    """Every encoder weight as dense AdamW left it. Sparse rows and dense sums add in
+    another order, so the last bits differ (1e-6 covers it at these learning rates);
+    a zero-gradient parameter steps by rounding noise, on any CPU in its own way, so
+    it is compared on the scale of the update (it moved no more than the steps allow)."""
+    ours = encoder_weights(nlp)
+    for name, q in encoder_weights(dense).items():
+        atol = sum(PIPELINE_LR[:PIPELINE_STEPS]) if name.endswith(ZERO_GRADIENT) else 1e-6
+        torch.testing.assert_close(ours[name].detach(), q.detach(), rtol=0, atol=atol, msg=name)
+
+
+@pytest.mark.numerics
 @pytest.mark.parametrize("task", ["ner_crf", "textcat"])
 def test_a_pipeline_trains_saves_and_predicts_as_with_dense_adamw(tiny_model_dir, task, tmp_path):
     (ours, embedding), (dense, _) = train_pipeline(tiny_model_dir, task, True), train_pipeline(tiny_model_dir, task, False)
     [lazy] = ours.get_pipe("mlm_encoder").model.shims[0]._stepper._rows.values()
     assert lazy.pending != 1.0, "no decay pending: the word embeddings were not stepped by rows"
     ours.to_disk(tmp_path / "ours")  # with the decay of untouched rows pending
-    for name, q in encoder_weights(dense).items():
-        torch.testing.assert_close(encoder_weights(ours)[name].detach(), q.detach(), rtol=0, atol=1e-6, msg=name)
+    assert_weights_agree(ours, dense)
     for nlp in (spacy.load(tmp_path / "ours"), ours):  # the saved pipeline, then ours, read rows never trained on
         doc, dense_doc = nlp(UNSEEN), dense(UNSEEN)
         assert [(e.text, e.label_) for e in doc.ents] == [(e.text, e.label_) for e in dense_doc.ents]
         assert doc.cats == pytest.approx(dense_doc.cats, abs=1e-6)
         torch.testing.assert_close(torch.as_tensor(doc.tensor), torch.as_tensor(dense_doc.tensor), rtol=0, atol=1e-5)
-        for name, q in encoder_weights(dense).items():
-            torch.testing.assert_close(encoder_weights(nlp)[name].detach(), q.detach(), rtol=0, atol=1e-6, msg=name)
+        assert_weights_agree(nlp, dense)

@@ -13,6 +13,8 @@ from spacy.util import fix_random_seed, registry
 import spacy_mlm
 from spacy_mlm.models.encoding import DocEncoding
 
+from ..numerics import PROBABILITY_ATOL, assert_close_nested
+
 NER_DATA = [
     ("Anna Berg works for the Northwind Company in Oslo .", [(0, 2, "PER"), (5, 7, "ORG"), (8, 9, "LOC")]),
     ("Peter Grant flew from Paris to Berlin on Monday .", [(0, 2, "PER"), (4, 5, "LOC"), (6, 7, "LOC")]),
@@ -127,37 +129,52 @@ def inputs_for(name: str, nlp):
     return TEXTS
 
 
-def _plain(value):
-    """A user_data value as comparable plain data (a DocEncoding as its arrays)."""
+def _plain(value, exact: bool = True):
+    """A user_data value as comparable plain data (a DocEncoding as its arrays):
+    an array as its bytes (`exact`), or as its values, to compare floats within a
+    tolerance (tests/numerics.py)."""
     if isinstance(value, DocEncoding):
-        return _plain(value.to_dict())
+        return _plain(value.to_dict(), exact)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, exact) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, exact) for v in value]
     if isinstance(value, numpy.ndarray):
-        return ("array", value.dtype.str, value.shape, value.tobytes())
+        return ("array", value.dtype.str, value.shape, value.tobytes() if exact else value.tolist())
     return value
 
 
-def snapshot(doc: Doc):
+def snapshot(doc: Doc, exact: bool = True):
     """Every annotation our components leave on a Doc: entities, cats, every
-    extension value (user_data), and the vectors and similarities the hooks give."""
+    extension value (user_data), and the vectors and similarities the hooks give;
+    arrays as bytes (`exact`) or values (see `_plain`)."""
     out = {
         "text": doc.text,
         "ents": [(e.start, e.end, e.label_) for e in doc.ents],
         "cats": dict(doc.cats),
-        "user_data": {str(k): _plain(v) for k, v in doc.user_data.items()},
+        "user_data": {str(k): _plain(v, exact) for k, v in doc.user_data.items()},
         "spans": {k: [(s.start, s.end) for s in g] for k, g in doc.spans.items()},
     }
     if doc.has_extension("mlm_vectors") and doc._.mlm_vectors is not None:
-        out["vectors"] = [_plain(t.vector) for t in doc] + [_plain(doc.vector)]
+        out["vectors"] = [_plain(t.vector, exact) for t in doc] + [_plain(doc.vector, exact)]
         out["similarity"] = float(doc[0].similarity(doc[-1]))
     return out
 
 
 def assert_same_docs(got, expected):
+    """The same annotations, bit for bit: for Docs that went through a round trip
+    (bytes, DocBin, pickle), whose numbers were computed once."""
     got, expected = list(got), list(expected)
     assert len(got) == len(expected)
     for a, b in zip(got, expected):
         assert snapshot(a) == snapshot(b)
+
+
+def assert_close_docs(got, expected):
+    """The same entities, labels and structure, and numbers within fp32's spread
+    (tests/numerics.py): for Docs computed again elsewhere, in another process
+    with other threads or in other batches, so by other kernels."""
+    got, expected = list(got), list(expected)
+    assert len(got) == len(expected)
+    for n, (a, b) in enumerate(zip(got, expected)):
+        assert_close_nested(snapshot(a, exact=False), snapshot(b, exact=False), PROBABILITY_ATOL, f"doc {n}")
