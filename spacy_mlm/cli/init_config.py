@@ -40,7 +40,8 @@ def check_encoder_dir(encoder: str) -> None:
 def init_config_cli(
     output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
     task: Optional[str] = typer.Option(
-        None, "--task", help="ner | textcat | nli | vectors | senses (with --from-hf: read from the directory)"),
+        None, "--task", help="ner | textcat | nli | vectors | senses (with --from-hf: read from the directory) | "
+        "distill (the config of `spacy_mlm distill`)"),
     encoder: Optional[str] = typer.Option(
         None, "--encoder", help="local Hugging Face encoder directory (written as given: a relative path is read "
         "from where spacy train runs); without it, paths.encoder is null and each run passes --paths.encoder"),
@@ -63,6 +64,14 @@ def init_config_cli(
     from ..training.config_templates import init_config_command, render_pipeline_config
     from ..training.precision import precision_setting
 
+    if task == "distill":
+        from ..training.config_templates import render_distillation_config
+
+        if encoder is not None or from_hf is not None:
+            raise typer.BadParameter("--task distill takes no encoder: the student's comes from the teacher "
+                                     "([distillation.student])")
+        write_config(output, render_distillation_config(output=output), "init-config", [], force)
+        return
     if from_hf is not None:
         from ..interop.hf_heads import TEMPLATE_TASKS, hf_training_config
 

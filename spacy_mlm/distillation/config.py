@@ -12,63 +12,10 @@ from thinc.api import Config
 
 from ..errors import SpacyMlmError
 from ..pretraining.checkpoint import flat_settings
-from ..util.settings import FLAG, INT, INTS, NUMBER, TEXT, TEXTS, check_setting, one_of, optional
+from ..training.config_templates import distillation_defaults
+from ..util.settings import FLAG, INT, INTS, NUMBER, TEXT, TEXTS, check_setting, one_of, optional, read_config_file
 
-DEFAULT_CONFIG = """
-[paths]
-teacher = null
-texts = null
-gold = null
-
-[distillation]
-# a trained pipeline directory, or a list of them (an ensemble: their soft outputs are averaged);
-# every teacher has the same components and labels
-teacher = ${paths.teacher}
-# unlabelled text: a file or directory as `pretrain` reads it (plain text: one segment a line;
-# JSONL: text_field), or a list of them; each segment is one Doc
-texts = ${paths.texts}
-text_field = "text"
-file_format = "auto"
-# optional labelled .spacy data: its Docs are distilled too, and add the components' gold loss
-gold = ${paths.gold}
-seed = 0
-max_steps = 1000
-# Docs per optimizer step (unlabelled and labelled together)
-batch_size = 32
-# soft targets at this temperature; the soft loss is KL(teacher || student) x temperature^2
-temperature = 2.0
-soft_weight = 1.0
-# weight of the components' own loss on the gold Docs (with `gold` only)
-gold_weight = 1.0
-# weight of the mean squared difference of the top hidden states (student and teacher of one width)
-hidden_weight = 0.0
-# the teachers run as fp32 (torch), bf16 (torch autocast: CPUs with AVX512-BF16/AMX, GPUs) or
-# int8 (ONNX Runtime dynamic int8, CPU)
-teacher_precision = "fp32"
-# keep the teachers' outputs on disk (output_dir/teacher_cache, safetensors) for later epochs
-cache_teacher = false
-checkpoint_every = 200
-keep_checkpoints = 2
-log_every = 10
-
-[distillation.student]
-# the teacher's transformer layers the student keeps (0 = the first), e.g. [1, 3, 5]
-layers = null
-# with layers = null: every k-th layer counted down from the top one (k = 2 of 6 keeps 1, 3, 5)
-keep_every = 2
-# instead: another local Hugging Face encoder with the teacher's tokenizer (its heads start
-# afresh when its width differs from the teacher's)
-encoder = null
-
-[distillation.optimizer]
-learning_rate = 0.0001
-weight_decay = 0.01
-beta1 = 0.9
-beta2 = 0.999
-eps = 0.000001
-warmup_steps = 100
-max_grad_norm = 1.0
-"""
+DEFAULT_CONFIG = distillation_defaults()
 
 TEACHER_PRECISIONS = ("fp32", "bf16", "int8")
 # setting -> its kind and the bounds its value must keep (teacher, texts: checked in `paths_of`)
@@ -90,15 +37,7 @@ def load_distillation_config(path: Optional[Union[str, Path]] = None,
                              overrides: Optional[Dict[str, Any]] = None) -> Config:
     """The interpolated config: defaults <- the file at `path` <- `overrides`."""
     defaults = Config().from_str(DEFAULT_CONFIG, interpolate=False)
-    user = Config()
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise SpacyMlmError(f"{path}: config file not found")
-        try:
-            user = Config().from_str(path.read_text(encoding="utf-8-sig"), interpolate=False)
-        except Exception as err:
-            raise SpacyMlmError(f"{path}: cannot parse the config ({err})") from None
+    user = Config() if path is None else read_config_file(path)
     _refuse_unknown(user, defaults)
     try:
         config = Config().from_str(defaults.merge(user).to_str(), overrides=overrides or {}, interpolate=True)

@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Union
 from thinc.api import Config
 
 from ..errors import SpacyMlmError
-from ..util.settings import FLAG, INT, NUMBER, TEXT, check_setting, check_settings, one_of
+from ..util.settings import FLAG, INT, NUMBER, TEXT, check_setting, check_settings, one_of, read_config_file
 
 DEFAULT_CONFIG = """
 [paths]
@@ -123,16 +123,7 @@ def load_pretraining_config(
 ) -> Config:
     """The interpolated config: defaults <- the file at `path` <- `overrides`."""
     defaults = Config().from_str(DEFAULT_CONFIG, interpolate=False)
-    user = Config()
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise SpacyMlmError(f"{path}: config file not found")
-        try:
-            # a byte-order mark (Windows editors write one) is not part of the first section header
-            user = Config().from_str(path.read_text(encoding="utf-8-sig"), interpolate=False)
-        except Exception as err:
-            raise SpacyMlmError(f"{path}: cannot parse the config ({err})") from None
+    user = Config() if path is None else read_config_file(path)
     filled = Config(_fill(dict(user), dict(defaults), ()))
     try:
         config = Config().from_str(filled.to_str(), overrides=overrides or {}, interpolate=True)

@@ -62,6 +62,7 @@ SHIPPED = {
     "senses.cfg": {"task": "senses", "precision": "fp32"},
 }
 SHIPPED_PRETRAINING = "pretraining/pretrain.cfg"
+SHIPPED_DISTILLATION = "distillation/distill.cfg"
 
 
 def init_config_command(output: str, task: Optional[str], encoder: Optional[str], crf: bool = False,
@@ -131,8 +132,35 @@ def render_pretraining_config(source: Optional[str] = None, output: str = "pretr
     return header + body
 
 
+def distillation_defaults(teacher: Optional[str] = None, texts: Optional[str] = None) -> str:
+    """The distillation config with every default (`templates/distill.cfg.jinja`;
+    `spacy_mlm.distillation.config` reads its defaults from here)."""
+    import jinja2
+
+    template = jinja2.Template((TEMPLATES / "distill.cfg.jinja").read_text(encoding="utf8"), keep_trailing_newline=True)
+    return template.render(teacher=json.dumps(teacher), texts=json.dumps(texts))
+
+
+def render_distillation_config(teacher: Optional[str] = None, texts: Optional[str] = None,
+                               output: str = "distill.cfg") -> str:
+    """What `init-config --task distill` writes: every default, with a header
+    saying how to run it; `teacher`, `texts`: [paths] (null: passed per run)."""
+    command = " ".join(["python -m spacy_mlm init-config", output, "--task distill"])
+    header = (
+        f"# Distillation config for `python -m spacy_mlm distill {output} OUTPUT_DIR`: a student pipeline with\n"
+        "# the teacher's components and fewer encoder layers, trained on the teacher's soft outputs (docs/distillation.md).\n"
+        f"# Written by: {command}\n"
+        "# Not a spaCy pipeline config (no [nlp]), so it lives apart from configs/*.cfg, which spaCy's tools read.\n"
+        "# Every setting shown is the default; a config only needs the ones it changes. Override on the command\n"
+        "# line like spacy train: --paths.teacher training/ner/model-best --paths.texts corpus.txt\n"
+    )
+    return header + distillation_defaults(teacher, texts)
+
+
 def render_shipped(name: str) -> str:
     """The text configs/`name` must have."""
     if name == SHIPPED_PRETRAINING:
         return render_pretraining_config(output=f"configs/{name}")
+    if name == SHIPPED_DISTILLATION:
+        return render_distillation_config(output=f"configs/{name}")
     return render_pipeline_config(encoder=None, output=f"configs/{name}", **SHIPPED[name])

@@ -10,7 +10,8 @@ Each setting is (value, kind, *bounds): kind is INT, NUMBER, FLAG, TEXT, INTS, N
 `optional(kind)` (None allowed) or `one_of(...)`; a bound is "OP LIMIT" with
 OP one of >=, >, <=, <. The same checks read the [pretraining] section."""
 import operator
-from typing import Any, Tuple
+from pathlib import Path
+from typing import Any, Tuple, Union
 
 from ..errors import SpacyMlmError
 
@@ -75,3 +76,18 @@ def check_settings(where: str, **settings: tuple) -> None:
     is being built (a factory or an architecture)."""
     for name, (value, kind, *bounds) in settings.items():
         check_setting(where, name, value, kind, *bounds)
+
+
+def read_config_file(path: Union[str, Path]):
+    """The uninterpolated thinc Config of a config file (one that is not a
+    pipeline's: [pretraining], [distillation]), or a SpacyMlmError naming the file."""
+    from thinc.api import Config
+
+    path = Path(path)
+    if not path.is_file():
+        raise SpacyMlmError(f"{path}: config file not found")
+    try:
+        # a byte-order mark (Windows editors write one) is not part of the first section header
+        return Config().from_str(path.read_text(encoding="utf-8-sig"), interpolate=False)
+    except Exception as err:
+        raise SpacyMlmError(f"{path}: cannot parse the config ({err})") from None

@@ -198,3 +198,16 @@ def test_another_encoder_needs_the_teachers_tokenizer(ner_teacher, texts_file, t
     same = make_tiny_bert(tmp_path / "same", num_layers=1, seed=3)  # the default vocabulary, as the teacher's
     student = run(tmp_path, ner_teacher, texts_file, "ok", max_steps=2, **{"student.encoder": str(same)})
     assert np.isfinite(kl_to_teacher(student, ner_teacher))
+
+
+def test_the_shipped_config_is_what_init_config_writes(tmp_path):
+    from pathlib import Path
+
+    from spacy_mlm.training.config_templates import SHIPPED_DISTILLATION, render_shipped
+
+    shipped = Path(__file__).resolve().parents[2] / "configs" / SHIPPED_DISTILLATION
+    assert shipped.read_text(encoding="utf8") == render_shipped(SHIPPED_DISTILLATION)
+    result = CliRunner().invoke(app, ["init-config", str(tmp_path / "d.cfg"), "--task", "distill"])
+    assert result.exit_code == 0, result.output
+    section = load_distillation_config(tmp_path / "d.cfg")["distillation"]
+    assert section["temperature"] == 2.0 and section["student"]["keep_every"] == 2
