@@ -15,7 +15,7 @@ through the transformer once.
 import contextlib
 import functools
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, ContextManager, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -308,8 +308,9 @@ def forward(model: Model, docs: Sequence[Doc], is_train: bool):
     keep_layers = model.attrs["output_hidden_states"] and not is_train
     # inference_mode is fastest but its tensors can't become autograd leaves.
     context = torch.enable_grad() if trains else torch.no_grad() if is_train else torch.inference_mode()
+    attention = _training_attention(model, hf_model)
     with context:
-        packed, packed_layers, packed_pooled = _run(model, hf_model, pieces, keep_layers)
+        packed, packed_layers, packed_pooled = _run(model, hf_model, pieces, keep_layers, attention)
     hidden, cls, layers, pooled = _unpack(pieces, packed, packed_layers, packed_pooled)
     if not is_train:
         return EncoderBatch(docs, pieces, alignments, hidden, cls, layers, pooled), _no_backprop
@@ -331,7 +332,8 @@ def forward(model: Model, docs: Sequence[Doc], is_train: bool):
             if pooled_leaf is not None and pooled_leaf.grad is not None:  # only a "pooler" listener reads it
                 outputs.append(pooled)
                 grads.append(pooled_leaf.grad)
-            torch.autograd.backward(outputs, grads)
+            with attention():  # a layer that gradient checkpointing runs again runs as in the forward pass
+                torch.autograd.backward(outputs, grads)
         return []
 
     return batch, backprop
@@ -356,10 +358,24 @@ def _align(doc: Doc, pieces: DocPieces) -> Alignment:
     return align_pieces_to_tokens(starts, ends, pieces.starts, pieces.ends)
 
 
-def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
-    """Run every window; return all non-padding rows packed in window order, the
-    layers' rows likewise (or None) and one pooled row per window (None for a
-    model without a pooler)."""
+def _training_attention(model: Model, hf_model) -> Callable[[], ContextManager]:
+    """The attention a pass runs in, as a context to enter: training on a CPU,
+    the family's plain attention, whose dropout is cheaper there (attention.py).
+    Entered for the backward pass too: under gradient checkpointing backward
+    runs layers again, which must run the class of the forward pass (SDPA
+    there would draw other dropout masks: other gradients, or a
+    `CheckpointError` for the tensors it saves otherwise)."""
+    device = next(hf_model.parameters()).device
+    if model.attrs["plain_attention"] and hf_model.training and device.type == "cpu":
+        return functools.partial(plain_attention, hf_model)
+    return contextlib.nullcontext
+
+
+def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
+         attention: Callable[[], ContextManager]):
+    """Run every window (within `attention`); return all non-padding rows
+    packed in window order, the layers' rows likewise (or None) and one
+    pooled row per window (None for a model without a pooler)."""
     windows = [w for p in pieces for w in p.windows]
     lengths = np.array([len(w.input_ids) for w in windows], dtype=np.int64)
     budget = model.attrs["max_batch_pieces"]
@@ -380,10 +396,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool):
     # of each trained weight until the region ends, so a step casts every weight once (and its
     # backward casts each weight's gradient, summed over the passes, back once) however many
     # length-batches it runs; per pass, the casts cost as much as the bf16 matmuls save.
-    # Training on a CPU: the family's plain attention, whose dropout is cheaper there (attention.py).
-    plain = model.attrs["plain_attention"] and hf_model.training and device.type == "cpu"
-    attention = plain_attention(hf_model) if plain else contextlib.nullcontext()
-    with attention, torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+    with attention(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         for chunk in length_batches(lengths, budget):
             longest = int(lengths[chunk[0]])
             ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)
