@@ -23,22 +23,28 @@ def by_hand(doc, pooling, states):
     return numpy.mean([encoding.token_vectors(pooling, k) for k in states], axis=0, dtype="float32")
 
 
+def assert_same_sums(got, expected):
+    """numpy and torch may add the same few fp32 terms in another order (pairwise,
+    vectorised): equal to a few units in the last place, not bit for bit."""
+    numpy.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("pooling,layer,n_layers,states", [("mean", 1, 1, [1]), ("max", -1, 2, [1, 2]), ("first", 2, 3, [0, 1, 2])])
 def test_vectors_are_the_mean_of_the_chosen_layer_states(tiny_model_dir, pooling, layer, n_layers, states):
     nlp = make_vectors_pipeline(tiny_model_dir, pooling=pooling, layer=layer, n_layers=n_layers)
     for doc in nlp.pipe(TEXTS):
-        numpy.testing.assert_array_equal(doc._.mlm_vectors, by_hand(doc, pooling, states))
+        assert_same_sums(doc._.mlm_vectors, by_hand(doc, pooling, states))
 
 
 def test_top_layer_vectors_need_no_hidden_states_and_remove_static_reads_the_embeddings(tiny_model_dir):
     top = make_vectors_pipeline(tiny_model_dir)
     doc = top(TEXTS[0])
     assert doc._.mlm_encoding.layers is None
-    numpy.testing.assert_array_equal(doc._.mlm_vectors, doc._.mlm_encoding.token_vectors("mean"))
+    assert_same_sums(doc._.mlm_vectors, doc._.mlm_encoding.token_vectors("mean"))
     static = make_vectors_pipeline(tiny_model_dir, steps=["remove_static"])
     doc = next(iter(docs_before(static, "mlm_vectors", TEXTS[:1])))  # the transform is not fitted
     raw = static.get_pipe("mlm_vectors").transform_input(doc)
-    numpy.testing.assert_array_equal(raw, numpy.concatenate([doc._.mlm_encoding.token_vectors("mean"), by_hand(doc, "mean", [0])], axis=1))
+    assert_same_sums(raw, numpy.concatenate([doc._.mlm_encoding.token_vectors("mean"), by_hand(doc, "mean", [0])], axis=1))
 
 
 def test_the_layers_listener_refuses_what_the_encoder_cannot_give(tiny_model_dir):
@@ -84,4 +90,4 @@ def test_sense_vectors_are_the_head_over_the_encoder_layer_states_each_side_its_
         sentences.append(side[side[:, -1].abs().sum(dim=-1) > 0].mean(dim=0).expand_as(side))
     with torch.no_grad():
         expected = head(tokens, torch.cat(sentences)).numpy()
-    numpy.testing.assert_array_equal(doc._.mlm_vectors, expected)
+    numpy.testing.assert_allclose(doc._.mlm_vectors, expected, rtol=1e-5, atol=1e-6)  # sentence means summed here, and in the component
