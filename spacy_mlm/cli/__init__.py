@@ -28,4 +28,5 @@ from . import sense_tune  # noqa: E402,F401
 from . import train  # noqa: E402,F401
 from . import apply  # noqa: E402,F401
 from . import hf_interop  # noqa: E402,F401
+from . import calibrate, uncertain  # noqa: E402,F401
 from . import distill  # noqa: E402,F401

@@ -15,11 +15,11 @@ tests the difference, resampling the same documents (entity F1) or examples
 """
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.language import Language
-from spacy.tokens import Doc
+from spacy.tokens import Doc, Span
 from spacy.training import Example
 
 from ..errors import DataFormatError, SpacyMlmError
@@ -27,8 +27,10 @@ from ..pipeline.textcat import classify_pairs
 from ..readers.common import one_hot_cats, require_examples
 from ..readers.conll import load_ner_docs
 from ..readers.nli import THREE_WAY, TWO_WAY, read_nli
+from ..pipeline.ner import SPAN_PROB_ATTR
 from ..readers.textcat import read_textcat
 from ..scoring.bootstrap import BootstrapResult, paired_bootstrap
+from ..scoring.calibration import expected_calibration_error
 from ..scoring.classes import confusion_matrix, correctness_counts
 from ..scoring.entities import Entity, doc_entities, per_doc_counts, score_entities
 from ..scoring.textcat import textcat_score
@@ -57,6 +59,8 @@ class PipelineScores:
     # Classifiers: the label order of the confusion matrix (rows gold, columns predicted).
     labels: List[str] = field(default_factory=list)
     confusion_matrix: Optional[numpy.ndarray] = None
+    # NER with scored entities (mlm_ner's span._.mlm_prob): each predicted entity's score and whether it is right
+    entity_confidence: Optional[Tuple[numpy.ndarray, numpy.ndarray]] = None
 
     @property
     def metric(self) -> str:
@@ -159,25 +163,57 @@ def predict_entities(
     nlp: Language, gold_docs: Sequence[Doc], batch_size: int = 64, progress: str = ""
 ) -> List[List[Entity]]:
     """The pipeline's entities on fresh docs with the gold docs' words and sentence
+    starts (`predict_docs`)."""
+    return [doc_entities(doc) for doc in predict_docs(nlp, gold_docs, batch_size, progress)]
+
+
+def predict_docs(nlp: Language, gold_docs: Sequence[Doc], batch_size: int = 64, progress: str = "") -> List[Doc]:
+    """The pipeline run on fresh docs with the gold docs' words and sentence
     starts (the pipeline never sees the gold entities; an encoder with context =
     "document" reads each sentence in its document, so a whole-document file is
     scored as such). `progress`: the name under which progress is shown ("": none)."""
-    inputs = (
+    docs = nlp.pipe(fresh_docs(nlp, gold_docs), batch_size=batch_size)
+    return list(track(docs, len(gold_docs), progress, "docs", quiet=not progress))
+
+
+def fresh_docs(nlp: Language, gold_docs: Sequence[Doc]) -> Iterator[Doc]:
+    """Docs with the gold docs' words, spaces and sentence starts, and no annotation."""
+    return (
         Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d],
             sent_starts=[t.is_sent_start for t in d] if d.has_annotation("SENT_START") else None)
         for d in gold_docs
     )
-    docs = track(nlp.pipe(inputs, batch_size=batch_size), len(gold_docs), progress, "docs", quiet=not progress)
-    return [doc_entities(doc) for doc in docs]
+
+
+def entity_confidence(gold: Sequence[List[Entity]], docs: Sequence[Doc]) -> Optional[Tuple[numpy.ndarray, numpy.ndarray]]:
+    """Each predicted entity's score (`span._.mlm_prob`) and whether it is a
+    gold entity (exact span and type); None if an entity has no score (a
+    pipeline without `mlm_ner`)."""
+    if not Span.has_extension(SPAN_PROB_ATTR):
+        return None
+    scores, correct = [], []
+    for gold_entities, doc in zip(gold, docs):
+        wanted = set(gold_entities)
+        for ent in doc.ents:
+            score = ent._.get(SPAN_PROB_ATTR)
+            if score is None:
+                return None
+            scores.append(score)
+            correct.append((ent.start, ent.end, ent.label_) in wanted)
+    return numpy.array(scores, dtype=float), numpy.array(correct, dtype=bool)
 
 
 def score_ner(nlp: Language, data: Path, n_sents: int = 1, batch_size: int = 64, progress: str = "") -> PipelineScores:
     """Entity P/R/F1 overall and per type, per-document counts, and what was predicted where."""
     gold_docs, gold = load_gold_entities(nlp, data, n_sents)
-    predicted = predict_entities(nlp, gold_docs, batch_size, progress)
-    return PipelineScores(
-        "ner", score_entities(gold, predicted), per_doc_counts(gold, predicted), entity_docs=list(zip(gold_docs, predicted))
-    )
+    docs = predict_docs(nlp, gold_docs, batch_size, progress)
+    predicted = [doc_entities(doc) for doc in docs]
+    scores = score_entities(gold, predicted)
+    confidence = entity_confidence(gold, docs)
+    if confidence is not None:
+        scores["ents_ece"] = expected_calibration_error(*confidence)
+    return PipelineScores("ner", scores, per_doc_counts(gold, predicted), entity_docs=list(zip(gold_docs, predicted)),
+                          entity_confidence=confidence)
 
 
 # -- classifiers ----------------------------------------------------------------------

@@ -69,3 +69,28 @@ def confusion_matrix_chart(matrix: numpy.ndarray, labels: Sequence[str], path: U
                     color="white" if matrix[i, j] > threshold else "black")
     _save(fig, path)
 
+
+
+def reliability_chart(series: Mapping[str, Sequence], path: Union[str, Path], title: str) -> None:
+    """Reliability diagrams side by side, one per series: each bin's accuracy
+    as a bar over its score range (empty bins left out) against the diagonal a
+    calibrated model would follow, and its mean score as a dot. A series is a
+    list of bins with `low`, `high`, `count`, `mean_score` and `accuracy`
+    (`scoring.calibration.reliability_bins`)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(series), figsize=(3.4 * len(series), 3.6), squeeze=False)
+    for ax, (name, bins) in zip(axes[0], series.items()):
+        full = [b for b in bins if b.count]
+        ax.bar([b.low for b in full], [b.accuracy for b in full], [b.high - b.low for b in full], align="edge",
+               edgecolor="black", linewidth=0.5, label="accuracy")
+        ax.plot([b.mean_score for b in full], [b.accuracy for b in full], "o", color="tab:red", markersize=3,
+                label="mean score")
+        ax.plot([0, 1], [0, 1], "--", color="gray", linewidth=1)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("score")
+        ax.set_ylabel("fraction right")
+        ax.set_title(name, fontsize=9)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path)

@@ -1,0 +1,48 @@
+"""`spacy_mlm calibrate`: fit the temperature of a pipeline's mlm_ner on a
+labelled file (the dev set), so that its entity probabilities can be taken at
+their word; the entities themselves do not change."""
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+from .options import force_option, gpu_id_option, use_gpu
+
+
+@app.command("calibrate", short_help="Fit mlm_ner's temperature on labelled data.")
+def calibrate_cli(
+    model: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_ner component"),
+    data: Path = typer.Argument(..., help="labelled data: .spacy file or CoNLL file (the dev set, not the test set)"),
+    output: Optional[Path] = typer.Option(None, "--output", help="write the calibrated pipeline here (default: MODEL, replaced atomically)"),
+    n_sents: int = typer.Option(1, "--n-sents", help="sentences per Doc when DATA is CoNLL; 0 = whole documents (for context = document)"),
+    batch_size: int = typer.Option(64, "--batch-size", help="docs per pipeline batch"),
+    gpu_id: int = gpu_id_option(),
+    force: bool = force_option("replace --output even if it is not an earlier output of calibrate"),
+):
+    """Fit each mlm_ner's temperature on DATA: the one that minimises the
+    negative log-likelihood of "this entity is right" over the entities it
+    predicts there. Prints the temperature, the likelihood and the expected
+    calibration error (15 bins) before and after, and saves the pipeline."""
+    import spacy
+
+    from ..evaluation.calibration import calibrate_entities
+    from ..util.outputs import claim_output
+    from ..util.save import save_atomically
+
+    use_gpu(gpu_id)
+    if not (model / "config.cfg").is_file():
+        raise typer.BadParameter(f"{model} is not a saved spaCy pipeline (no config.cfg)")
+    nlp = spacy.load(model)
+    reports = calibrate_entities(nlp, data, n_sents=n_sents, batch_size=batch_size)
+    for name, r in reports.items():
+        typer.echo(f"{name}: temperature {r['temperature_before']:.4g} -> {r['temperature']:.4g} "
+                   f"on {r['n_entities']} entities ({100 * r['accuracy']:.1f}% right); "
+                   f"NLL {r['nll_before']:.4f} -> {r['nll_after']:.4f}, ECE {r['ece_before']:.4f} -> {r['ece_after']:.4f}")
+    if output is None:
+        save_atomically(nlp, model)
+        typer.echo(f"saved {model}")
+        return
+    with claim_output(output, "calibrate", directory=True, inputs=[model, data], force=force):
+        save_atomically(nlp, output)
+    typer.echo(f"wrote {output}")

@@ -1,0 +1,45 @@
+"""scoring/calibration.py: reliability bins, ECE, the likelihood, and the
+temperature search."""
+import math
+
+import numpy
+import pytest
+
+from spacy_mlm.scoring.calibration import binary_nll, expected_calibration_error, fit_temperature, reliability_bins
+
+
+def test_ece_is_the_count_weighted_gap_between_score_and_accuracy_per_bin():
+    probs = [0.95, 0.95, 0.95, 0.95, 0.25, 0.25]
+    correct = [True, True, True, False, False, True]
+    bins = reliability_bins(probs, correct)
+    full = [b for b in bins if b.count]
+    assert [(b.count, b.mean_score, b.accuracy) for b in full] == [(2, 0.25, 0.5), (4, 0.95, 0.75)]
+    assert expected_calibration_error(probs, correct) == pytest.approx(2 / 6 * 0.25 + 4 / 6 * 0.2)
+    assert reliability_bins([1.0], [True])[-1].count == 1  # a score of 1 falls in the last bin
+    assert expected_calibration_error([], []) == 0.0
+
+
+def test_the_likelihood_of_outcomes_and_its_guard_against_log_0():
+    assert binary_nll([0.8, 0.3], [True, False]) == pytest.approx(-(math.log(0.8) + math.log(0.7)) / 2)
+    assert math.isfinite(binary_nll([1.0, 0.0], [False, True]))
+    with pytest.raises(ValueError):
+        binary_nll([0.5], [True, False])
+
+
+def test_the_temperature_search_finds_the_minimum_and_never_ends_above_the_start():
+    assert fit_temperature(lambda t: (math.log(t) - math.log(2.5)) ** 2) == pytest.approx(2.5, rel=2e-3)
+    assert fit_temperature(lambda t: 0.0 if t == 1.0 else 1.0) == 1.0
+
+
+def test_a_fitted_temperature_calibrates_overconfident_scores():
+    rng = numpy.random.default_rng(0)
+    logits = rng.normal(0.0, 2.0, 4000)
+    correct = rng.random(4000) < 1 / (1 + numpy.exp(-logits))  # calibrated at T = 1
+    overconfident = logits * 3  # as a model at T = 1/3 would give
+
+    def scores(t):
+        return 1 / (1 + numpy.exp(-overconfident / t))
+
+    t = fit_temperature(lambda t: binary_nll(scores(t), correct))
+    assert t == pytest.approx(3.0, rel=0.1)
+    assert expected_calibration_error(scores(t), correct) < expected_calibration_error(scores(1.0), correct) / 3
