@@ -1,17 +1,20 @@
 """Batch inference: a saved pipeline over JSONL/text files, on local processes
 or a Ray cluster, written as DocBin or JSONL shards in input order
 (`apply_pipeline`, `python -m spacy_mlm apply`)."""
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Union
 
 from ..errors import SpacyMlmError
-from ..util.io import atomic_write_bytes
+from ..readers.corpus import corpus_files
 from ..util.outputs import claim_output, mark_output
 from ..util.progress import Progress
+from .annotation import pipeline_max_length
 from .engines import run_local, run_ray
+from .manifest import MANIFEST, claim_output_dir, describe_job
 from .records import BadRecord, read_records
-from .shards import MANIFEST, check_format, claim_output_dir, shard_path, split_shards
+from .shards import check_format, shard_path, shard_state, split_shards, write_shard
 
 ENGINES = ("local", "ray")
 
@@ -23,6 +26,7 @@ class ApplySummary:
     skipped: int  # shards a previous run had written
     records: int  # records annotated by this run
     bad_records: List[BadRecord] = field(default_factory=list)
+    damaged: List[str] = field(default_factory=list)  # shards that no longer matched their checksum, redone
 
 
 def apply_pipeline(
@@ -41,20 +45,27 @@ def apply_pipeline(
     gpus_per_worker: float = 0.0,
     quiet: bool = False,
     force: bool = False,
+    encoding: str = "utf-8",
 ) -> ApplySummary:
     """Annotate every record of `input_path` (a JSONL or text file, or a directory
     of them) with the saved `pipeline` and write `output_dir/shard-NNNNN.spacy`
     (DocBin with user data) or `.jsonl` (file, line, text, ents, cats): `shard_size`
-    consecutive records each, in input order. Shards already written by an
-    earlier run of the same job are skipped; each shard is written atomically.
+    consecutive records each, in input order, each written atomically with its
+    checksum. A rerun of the same job (same settings, same contents of every
+    input file and pipeline file: `manifest.json`) annotates only the shards
+    not yet written or no longer matching their checksum.
 
-    engine: "local" (`nlp.pipe` with n_process = `workers`) or "ray" (Ray Data,
-        `workers` actors with `gpus_per_worker` GPUs each, on the cluster at
-        `address`, or the running / a new local Ray).
-    on_bad_record: "stop" raises on the first bad record (file and line) before
-        anything is written; "skip" leaves bad records out and lists them.
+    engine: "local" (this process, or `workers` worker processes) or "ray" (Ray
+        Data, `workers` actors with `gpus_per_worker` GPUs each, on the cluster
+        at `address`, or the running / a new local Ray). A worker that dies
+        ends the job with an error naming it (`WorkerFailed`).
+    on_bad_record: "stop" raises on the first bad record (file and line: a line
+        not in `encoding`, invalid JSON, no string text, a text over the
+        pipeline's `nlp.max_length`) before anything is written; "skip" leaves
+        bad records out and lists them.
     force: write into an existing `output_dir` that is not an earlier output
-        of apply (`claim_output`); an output that is or lies in an input is
+        of apply (`claim_output`), or that holds another job's shards, which are
+        removed (the job starts over); an output that is or lies in an input is
         refused all the same."""
     if engine not in ENGINES:
         raise SpacyMlmError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
@@ -64,30 +75,32 @@ def apply_pipeline(
             raise SpacyMlmError(f"{name} must be >= 1, got {value}")
     if gpus_per_worker < 0 or (gpus_per_worker and engine != "ray"):
         raise SpacyMlmError(f"gpus_per_worker must be >= 0 and needs engine ray, got {gpus_per_worker} with {engine!r}")
-    pipeline, output_dir = str(Path(pipeline).resolve()), Path(output_dir)
-    records, bad = read_records(input_path, text_key, on_bad_record)
+    pipeline, input_path, output_dir = Path(pipeline).resolve(), Path(input_path).resolve(), Path(output_dir)
+    records, bad = read_records(input_path, text_key, on_bad_record, pipeline_max_length(str(pipeline)), encoding)
     shards = split_shards(records, shard_size)
-    job = {"pipeline": pipeline, "input": str(Path(input_path).resolve()), "records": len(records),
-           "shard_size": shard_size, "format": output_format, "text_key": text_key}
+    job = describe_job(pipeline, input_path, corpus_files(input_path), records=len(records), shard_size=shard_size,
+                       format=output_format, text_key=text_key, encoding=encoding)
     # apply adds shards to its output, never replaces it: an input inside it stays
     with claim_output(output_dir, "apply", directory=True, inputs=[pipeline, input_path], replaces_whole=False,
                       force=force, recognise=lambda path: (path / MANIFEST).is_file()):
-        claim_output_dir(output_dir, job)
+        claim_output_dir(output_dir, job, force)
         mark_output(output_dir, "apply")  # now: a killed run's shards are apply's to resume
-        pending = [(n, shard) for n, shard in enumerate(shards)
-                   if not shard_path(output_dir, n, output_format).exists()]
-        summary = ApplySummary(len(shards), 0, len(shards) - len(pending), 0, bad)
+        states = {n: shard_state(shard_path(output_dir, n, output_format)) for n in range(len(shards))}
+        pending = [(n, shard) for n, shard in enumerate(shards) if states[n] != "done"]
+        damaged = [shard_path(output_dir, n, output_format).name for n in states if states[n] == "damaged"]
+        summary = ApplySummary(len(shards), 0, len(shards) - len(pending), 0, bad, damaged)
         if not pending:
             return summary
         sizes = {n: len(shard) for n, shard in pending}
         if engine == "ray":
-            results = run_ray(pipeline, pending, output_format, workers, batch_size, address, gpus_per_worker)
+            results = run_ray(str(pipeline), pending, output_format, workers, batch_size, address, gpus_per_worker)
         else:
-            results = run_local(pipeline, pending, output_format, workers, batch_size)
+            results = run_local(str(pipeline), pending, output_format, workers, batch_size)
         done_before = len(records) - sum(sizes.values())
-        with Progress(len(records), "apply", "records", initial=done_before, quiet=quiet) as progress:
+        with Progress(len(records), "apply", "records", initial=done_before, quiet=quiet) as progress, \
+                contextlib.closing(results):  # ends the workers when writing fails too
             for number, payload in results:
-                atomic_write_bytes(shard_path(output_dir, number, output_format), payload)
+                write_shard(shard_path(output_dir, number, output_format), payload)
                 summary.written += 1
                 summary.records += sizes[number]
                 progress.update(sizes[number])

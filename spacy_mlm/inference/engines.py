@@ -1,36 +1,30 @@
-"""Who runs the pipeline over the shards: local processes (`nlp.pipe` with
-`n_process`) or a Ray cluster (Ray Data `map_batches` with a class, so each
-worker loads the pipeline once and annotates whole shards). Both yield
-(shard number, file contents), and the caller writes each shard as it comes."""
-from itertools import groupby
+"""Who runs the pipeline over the shards: this process (one worker), local
+worker processes (`workers.LocalWorkers`) or a Ray cluster (Ray Data
+`map_batches` with a class, so each worker loads the pipeline once and
+annotates whole shards). Each yields (shard number, file contents) in shard
+order, and the caller writes each shard as it comes; a worker that dies ends
+the job with an error naming it."""
 from typing import Iterator, List, Optional, Tuple
 
 import numpy
 
 from ..errors import SpacyMlmError
+from .annotation import annotate_shard, load_pipeline
 from .records import Record
-from .shards import shard_payload
+from .workers import LocalWorkers, WorkerFailed
 
 Shard = Tuple[int, List[Record]]
 
 
-def load_pipeline(pipeline: str, use_gpu: bool = False):
-    import spacy
-
-    if use_gpu:
-        spacy.require_gpu()
-    return spacy.load(pipeline)
-
-
 def run_local(pipeline: str, shards: List[Shard], output_format: str, workers: int, batch_size: int) -> Iterator[Tuple[int, bytes]]:
-    """One `nlp.pipe` over every pending record with `n_process = workers`
-    (its order is the input's), cut back into shards."""
-    nlp = load_pipeline(pipeline)
-    tagged = ((record.text, (number, record)) for number, records in shards for record in records)
-    annotated = nlp.pipe(tagged, as_tuples=True, n_process=workers, batch_size=batch_size)
-    for number, group in groupby(annotated, key=lambda pair: pair[1][0]):
-        docs, records = zip(*((doc, record) for doc, (_, record) in group))
-        yield number, shard_payload(docs, records, output_format)
+    """The shards annotated in this process (`workers` = 1) or by `workers` processes."""
+    if workers == 1:
+        nlp = load_pipeline(pipeline)
+        for number, records in shards:
+            yield number, annotate_shard(nlp, records, output_format, batch_size)
+        return
+    with LocalWorkers(pipeline, output_format, batch_size, workers) as pool:
+        yield from pool.annotate(shards)
 
 
 class ShardAnnotator:
@@ -45,8 +39,7 @@ class ShardAnnotator:
         payloads = []
         for texts, files, lines in zip(batch["texts"], batch["files"], batch["lines"]):
             records = [Record(str(f), int(n), str(t)) for t, f, n in zip(texts, files, lines)]
-            docs = self.nlp.pipe([r.text for r in records], batch_size=self.batch_size)
-            payloads.append(shard_payload(docs, records, self.output_format))
+            payloads.append(annotate_shard(self.nlp, records, self.output_format, self.batch_size))
         return {"shard": numpy.asarray(batch["shard"]), "payload": numpy.asarray(payloads, dtype=object)}
 
 
@@ -54,7 +47,9 @@ def run_ray(pipeline: str, shards: List[Shard], output_format: str, workers: int
             address: Optional[str], gpus_per_worker: float) -> Iterator[Tuple[int, bytes]]:
     """Each shard a row of a Ray dataset, annotated by `workers` ShardAnnotator
     actors (each with `gpus_per_worker` GPUs); connects to the cluster at
-    `address` (None: the running or a new local Ray)."""
+    `address` (None: the running or a new local Ray). An actor is not restarted
+    (Ray Data's default restarts it and retries its shard without end): its
+    death ends the job with Ray's account of it, as a local worker's does."""
     try:
         import ray
     except ImportError:
@@ -68,7 +63,11 @@ def run_ray(pipeline: str, shards: List[Shard], output_format: str, workers: int
         fn_constructor_kwargs={"pipeline": pipeline, "output_format": output_format, "batch_size": batch_size,
                                "use_gpu": gpus_per_worker > 0},
         batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers), num_gpus=gpus_per_worker, num_cpus=1,
-        batch_format="numpy",
+        batch_format="numpy", max_restarts=0,
     )
-    for row in dataset.iter_rows():
-        yield int(row["shard"]), bytes(row["payload"])
+    try:
+        for row in dataset.iter_rows():
+            yield int(row["shard"]), bytes(row["payload"])
+    except ray.exceptions.RayError as err:
+        raise WorkerFailed(f"a Ray worker failed: {err}. The shards written so far are whole: rerun the same "
+                           "command to annotate the rest") from err

@@ -1,21 +1,23 @@
 """A job's output: numbered shards of consecutive records, in input order, each
 written atomically (a killed job leaves a hidden temporary file, never a shard
-that looks complete), beside a manifest of the job, so that a rerun skips the
-shards already written and refuses a directory that holds another job."""
+that looks complete) and followed by its checksum (`shard-NNNNN.spacy.sha256`,
+in `sha256sum` format), so that a rerun takes a shard as done only if it is
+still what was written: one cut short, edited or left without its checksum by a
+kill between the two writes is annotated again."""
+import hashlib
 import json
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence
+from typing import Iterable, List, Sequence
 
-import srsly
 from spacy.tokens import Doc, DocBin
 
 from ..errors import SpacyMlmError
 from ..models.encoding import ENCODING_ATTR
-from ..util.io import atomic_write_text
+from ..util.io import atomic_write_bytes, atomic_write_text
 from .records import Record
 
 FORMATS = {"docbin": ".spacy", "jsonl": ".jsonl"}
-MANIFEST = "manifest.json"
+CHECKSUM_SUFFIX = ".sha256"
 
 
 def check_format(output_format: str) -> None:
@@ -27,28 +29,44 @@ def shard_path(output_dir: Path, index: int, output_format: str) -> Path:
     return Path(output_dir) / f"shard-{index:05d}{FORMATS[output_format]}"
 
 
+def checksum_path(shard: Path) -> Path:
+    return shard.with_name(shard.name + CHECKSUM_SUFFIX)
+
+
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file's contents, read in blocks (a shard or an input can be large)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def split_shards(records: Sequence[Record], shard_size: int) -> List[List[Record]]:
     if shard_size < 1:
         raise SpacyMlmError(f"shard_size must be >= 1, got {shard_size}")
     return [list(records[i: i + shard_size]) for i in range(0, len(records), shard_size)]
 
 
-def claim_output_dir(output_dir: Path, job: Dict) -> None:
-    """Write the job's manifest, or check that the one there describes the same
-    job (a rerun); a different job's directory is refused, so no shard of one
-    job is taken for another's."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    manifest = output_dir / MANIFEST
-    if manifest.exists():
-        found = srsly.read_json(manifest)
-        if found != job:
-            changed = sorted(k for k in set(found) | set(job) if found.get(k) != job.get(k))
-            raise SpacyMlmError(
-                f"{output_dir} holds the output of another job ({', '.join(changed)} differ): "
-                "write to a new directory, or delete this one"
-            )
-        return
-    atomic_write_text(manifest, json.dumps(job, indent=2))
+def write_shard(path: Path, payload: bytes) -> None:
+    """The shard, then its checksum: a shard without one is not done."""
+    atomic_write_bytes(path, payload)
+    atomic_write_text(checksum_path(path), f"{hashlib.sha256(payload).hexdigest()}  {path.name}\n")
+
+
+def shard_state(path: Path) -> str:
+    """"done" (the shard matches the checksum written with it), "missing" (no
+    shard, or no checksum: killed before it was finished) or "damaged" (the
+    shard's contents are no longer the ones written)."""
+    try:
+        recorded = checksum_path(path).read_text(encoding="utf8").split()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return "missing"
+    if not path.is_file():
+        return "missing"
+    return "done" if file_sha256(path) == recorded else "damaged"
+
+
+def shard_files(output_dir: Path) -> List[Path]:
+    """Every shard and checksum file in `output_dir`, of either format."""
+    return sorted(p for p in Path(output_dir).glob("shard-*") if p.is_file())
 
 
 def shard_payload(docs: Iterable[Doc], records: Sequence[Record], output_format: str) -> bytes:

@@ -30,6 +30,16 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[Tuple[int, s
     byte-order mark (Windows editors write one) is not part of the first line:
     kept, it would glue itself to the first word (a `\ufeff-DOCSTART-` read as a
     token, a JSON line that does not parse). A UTF-16/32 file is named as such."""
+    for number, line in decoded_lines(path, encoding):
+        if isinstance(line, DataFormatError):
+            raise line
+        yield number, line
+
+
+def decoded_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[Tuple[int, Union[str, DataFormatError]]]:
+    """`iter_lines`, but a line that does not decode comes as its
+    DataFormatError instead of being raised, so that a reader that skips bad
+    records goes on past it."""
     path = Path(path)
     if not path.is_file():
         raise DataFormatError(path, None, "file not found")
@@ -42,9 +52,10 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[Tuple[int, s
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as err:
-                raise DataFormatError(
+                yield number, DataFormatError(
                     path, number, f"cannot decode as {encoding} ({err.reason}); pass the file's encoding"
-                ) from None
+                )
+                continue
             if number == 1:
                 text = text.removeprefix("\ufeff")
             yield number, text.rstrip("\r\n")

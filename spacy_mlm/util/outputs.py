@@ -17,21 +17,39 @@ directory) and its inputs; `claim_output` then refuses, before any work:
 
 and takes a lock for the output (an `fcntl.flock` on `.NAME.lock` beside it),
 so a second run writing the same output stops with a message naming the run
-that holds it. The kernel drops the lock when its process ends, however it
-ends, so a killed run never blocks the next.
+that holds it. The kernel drops the lock when the last descriptor of its open
+file closes, so when its process ends, however it ends: a killed run never
+blocks the next. No other process keeps a descriptor: it is not inherited
+across exec (Python's default), and a forked child (a worker pool's process)
+closes it as it starts (`_close_inherited_locks`), since a child that outlived
+a killed parent would otherwise hold the lock on.
 """
 import contextlib
 import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Set, Union
 
 from ..errors import SpacyMlmError
 from .io import atomic_write_text
 
 PathLike = Union[str, Path]
 OUTPUT_MARKER = ".spacy_mlm-output.json"
+_held_locks: Set[int] = set()  # descriptors of the output locks this process holds
+
+
+def _close_inherited_locks() -> None:
+    """In a forked child: close the parent's lock descriptors. A fork shares
+    the open file and so its flock; closing the child's copy (never unlocking:
+    that would unlock the parent's) leaves the lock to the parent alone."""
+    for fd in _held_locks:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held_locks.clear()
+
+
+os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
 class OutputRefused(SpacyMlmError):
@@ -148,6 +166,7 @@ def output_lock(output: PathLike, command: str) -> Iterator[None]:
     output.parent.mkdir(parents=True, exist_ok=True)
     lock_path = output.parent / f".{output.name}.lock"
     fd = _locked(lock_path, output)
+    _held_locks.add(fd)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"spacy_mlm {command}, pid {os.getpid()}\n".encode("utf8"), 0)
@@ -155,6 +174,7 @@ def output_lock(output: PathLike, command: str) -> Iterator[None]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock_path)  # while still holding it: a run waiting on this file retries on the new one
+        _held_locks.discard(fd)
         os.close(fd)
 
 
