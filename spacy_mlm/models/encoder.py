@@ -14,7 +14,6 @@ through the transformer once.
 """
 import contextlib
 import functools
-import warnings
 from typing import Callable, ContextManager, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -25,6 +24,7 @@ from spacy.util import registry
 from thinc.api import Model
 
 from ..errors import NotInitializedError, SpacyMlmError
+from ..util.machine import warn_emulated_bf16
 from ..util.settings import FLAG, INT, INTS, NUMBER, TEXT, check_settings
 from ..tokenization.align import Alignment, align_pieces_to_tokens
 from ..tokenization.batching import length_batches
@@ -384,11 +384,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
     backbone = model.attrs["onnx"] or hf_model
     bf16 = model.attrs["precision"] == "bf16"
     if bf16 and device.type == "cpu" and not cpu_has_bf16():
-        warnings.warn(
-            'precision = "bf16" on a CPU without AVX512-BF16 or AMX: its bfloat16 matmuls are emulated and '
-            'run slower than fp32; use precision = "fp32", or backend = "onnx" with precision = "int8"',
-            stacklevel=2,
-        )
+        warn_emulated_bf16('precision = "bf16" set: use precision = "fp32", or backend = "onnx" with precision = "int8"')
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     pooled_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore

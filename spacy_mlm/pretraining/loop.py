@@ -29,6 +29,7 @@ from ..models.hf import (
 )
 from ..readers.corpus import read_corpus
 from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
+from ..util.machine import emulated_bf16_note
 from ..util.progress import Progress
 from .checkpoint import (
     Resumed, latest_checkpoint, load_resumable, restore_rng_state, rng_state, run_differences, run_record,
@@ -329,8 +330,7 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
         logger.info("Training examples per epoch: %d (%s)", stream.epoch_size, stream.describe_shares())
     model = objective_model(cfg, mlm, unigram).to(device)  # moves mlm.model in place
     if cfg["precision"] == "bf16" and device.type == "cpu" and not cpu_has_bf16() and dist.main:
-        logger.warning('precision = "bf16" on a CPU without AVX512-BF16 or AMX: its bfloat16 matmuls are emulated '
-                       'and run slower than fp32')
+        logger.warning('precision = "bf16": %s; set precision = "fp32"', emulated_bf16_note())
     return cfg, device, dist, model, mlm, stream, dev_examples, masking, resumed, run, changes
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SpacyMlmError
+from ..util.machine import EMULATED_BF16_COST, cpu_model
 
 # what a trained encoder can run in (int8 is the ONNX backend's, for inference only)
 TRAINING_PRECISIONS = ("fp32", "bf16")
@@ -46,13 +47,13 @@ def check_requested(requested: str) -> None:
         )
 
 
-def choose_precision(requested: str, *, gpu: bool, native_bf16: Optional[bool]) -> PrecisionChoice:
+def choose_precision(requested: str, *, gpu: bool, native_bf16: Optional[bool], cpu: str = "") -> PrecisionChoice:
     """The precision for `requested` ("auto", "fp32" or "bf16") on a machine whose
     CPU (or GPU, with `gpu`) does (`native_bf16` True) or does not multiply
     bfloat16 natively; None: unknown (`gpu` asked but no CUDA device to ask).
-    Pure: the facts come from `machine_has_native_bf16`. Only "auto"'s reason
-    depends on the machine, so a config written with an explicit precision (the
-    shipped ones) is the same everywhere."""
+    `cpu`: the CPU's name, for the warning. Pure: the facts come from
+    `machine_has_native_bf16`. Only "auto"'s reason depends on the machine, so a
+    config written with an explicit precision (the shipped ones) is the same everywhere."""
     check_requested(requested)
     device = "GPU" if gpu else "CPU"
     if native_bf16 is None:
@@ -68,7 +69,8 @@ def choose_precision(requested: str, *, gpu: bool, native_bf16: Optional[bool]) 
         return PrecisionChoice(precision, f"{precision}, chosen by init-config: {has}")
     warning = None
     if requested == "bf16" and native_bf16 is False:
-        warning = f'--precision bf16, but {has}; --precision fp32 trains faster here'
+        cost = "" if gpu else f" ({cpu + '; ' if cpu else ''}{EMULATED_BF16_COST})"
+        warning = f'--precision bf16, but {has}{cost}; --precision fp32 trains faster here'
     return PrecisionChoice(requested, f"{requested}, set with --precision {requested}; {UNSET_REASON}", warning)
 
 
@@ -91,4 +93,4 @@ def precision_setting(requested: str = AUTO, gpu: bool = False) -> PrecisionChoi
     """`choose_precision` on this machine (asked only where the answer matters)."""
     check_requested(requested)
     native = machine_has_native_bf16(gpu) if requested in (AUTO, "bf16") else None
-    return choose_precision(requested, gpu=gpu, native_bf16=native)
+    return choose_precision(requested, gpu=gpu, native_bf16=native, cpu=cpu_model())

@@ -15,6 +15,7 @@ follow the CPU.
 """
 import os
 import platform
+import warnings
 from functools import lru_cache
 from typing import Dict, FrozenSet
 
@@ -84,3 +85,21 @@ def machine_info() -> Dict[str, object]:
         except ImportError:
             info[package] = None
     return info
+
+
+# what emulation cost where it was measured (docs/speed.md, "Any CPU")
+EMULATED_BF16_COST = ("on an AVX2-only CPU bf16 inference ran at about a sixth of fp32's words/s "
+                      "(bench/inference_speed.py, docs/speed.md)")
+
+
+def emulated_bf16_note() -> str:
+    """Why bfloat16 is a bad choice on this CPU: it is named, and the cost measured."""
+    return (f"this CPU ({cpu_model()}) has no AVX512-BF16 or AMX, so its bfloat16 matmuls are emulated and "
+            f"run slower than fp32: {EMULATED_BF16_COST}")
+
+
+@lru_cache(maxsize=None)
+def warn_emulated_bf16(advice: str) -> None:
+    """The emulated-bfloat16 warning, once per process and advice (each training
+    or inference pass would repeat it)."""
+    warnings.warn(f"{emulated_bf16_note()}; {advice}", stacklevel=3)

@@ -32,8 +32,9 @@ def test_an_explicit_precision_is_kept_and_bf16_without_hardware_warns():
         # the reason does not depend on the machine: configs/ are written with --precision fp32
         assert fp32.reason == choose_precision("fp32", gpu=False, native_bf16=True).reason
     assert choose_precision("bf16", gpu=False, native_bf16=True).warning is None
-    emulated = choose_precision("bf16", gpu=False, native_bf16=False)
+    emulated = choose_precision("bf16", gpu=False, native_bf16=False, cpu="AMD EPYC 7B13")
     assert emulated.precision == "bf16" and "emulated" in emulated.warning
+    assert "AMD EPYC 7B13" in emulated.warning and "a sixth of fp32's words/s" in emulated.warning  # where, how slow
 
 
 def test_an_unknown_precision_is_refused_by_name():
