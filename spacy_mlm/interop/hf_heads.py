@@ -23,6 +23,8 @@ each spaCy token's first piece, what transformers' pipeline with
 into our order (`make_tag_labels`), and the scheme is read from the tag names.
 """
 import logging
+import re
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -45,6 +47,9 @@ TOKEN_SUFFIX, SEQUENCE_SUFFIX = "ForTokenClassification", "ForSequenceClassifica
 _LETTERS = {"B": "B", "I": "I", "E": "E", "S": "S", "L": "E", "U": "S"}
 # How transformers' text-classification pipeline reads a config's problem_type.
 MULTI_LABEL = "multi_label_classification"
+# The most labels config.json's id2label / label2id may have: a bound on what a
+# directory makes us read and build (a real classifier has far fewer).
+MAX_LABELS = 10_000
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,7 @@ def read_tag_scheme(id2label: Dict[int, str], where: PathLike,
             raise ModelLoadError(
                 where,
                 f"config.json's id2label has {label!r} (id {i}), which is no tag of BIO, IOB1, BIOES/BILUO or IO "
-                f"('O' or '<B|I|E|S|L|U>-<TYPE>'): all labels are {labels}",
+                f"('O' or '<B|I|E|S|L|U>-<TYPE>'): its labels are {_listed(labels, 20)}",
             )
     prefixes = {split_tag(tag)[0] for tag in tags}
     found = "BIOES" if prefixes & {"E", "S"} else "BIO" if "B" in prefixes else "IO"
@@ -110,17 +115,32 @@ def read_tag_scheme(id2label: Dict[int, str], where: PathLike,
     types = sorted({split_tag(tag)[1] for tag in tags if tag != OUTSIDE})
     expected = make_tag_labels(types, scheme)
     if sorted(tags) != sorted(expected):
-        problems = [f"{sorted(set(expected) - set(tags))} missing", f"{sorted(set(tags) - set(expected))} not in it",
-                    f"{sorted({tag for tag in tags if tags.count(tag) > 1})} repeated"]
+        problems = [(sorted(set(expected) - set(tags)), "missing"), (sorted(set(tags) - set(expected)), "not in it"),
+                    (sorted(tag for tag, count in Counter(tags).items() if count > 1), "repeated")]
         raise ModelLoadError(
             where,
-            f"config.json's id2label {labels} is not the {scheme} tag set of the types {types}: "
-            + ", ".join(problem for problem in problems if not problem.startswith("[]")),
+            f"config.json's id2label {_listed(labels, 20)} is not the {scheme} tag set of the types "
+            f"{_listed(types, 20)}: " + ", ".join(f"{_listed(found, 20)} {what}" for found, what in problems if found),
         )
     return scheme, types, [tags.index(tag) for tag in expected]
 
 
 # -- import -------------------------------------------------------------------------
+def _listed(items: Sequence, most: int = 5) -> str:
+    """Up to `most` of `items` for a message, and how many there are in all."""
+    shown = ", ".join(map(repr, items[:most]))
+    return f"[{shown}]" if len(items) <= most else f"[{shown}, ... ({len(items):,} in all)]"
+
+
+def _unique_keys(pairs: List[Tuple[str, object]]) -> dict:
+    """json's object hook: a key twice in one object is an error (json keeps the
+    last silently, so an id2label with an id twice would lose a label)."""
+    repeated = [key for key, count in Counter(key for key, _ in pairs).items() if count > 1]
+    if repeated:
+        raise ValueError(f"an object has the key {repeated[0]!r} more than once")
+    return dict(pairs)
+
+
 def _read_config(path: Path) -> dict:
     import json
 
@@ -128,10 +148,57 @@ def _read_config(path: Path) -> dict:
         problem = "has no config.json: not a Hugging Face model directory" if path.is_dir() else "no such directory"
         raise ModelLoadError(path, f"{problem} (a fine-tuned *{TOKEN_SUFFIX} or *{SEQUENCE_SUFFIX} is expected)")
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf8"))
+        config = json.loads((path / "config.json").read_text(encoding="utf8"), object_pairs_hook=_unique_keys)
     except (OSError, ValueError) as err:
         raise ModelLoadError(path / "config.json", f"cannot be read ({err})") from None
-    return config if isinstance(config, dict) else {}
+    config = config if isinstance(config, dict) else {}
+    check_label_maps(config, path / "config.json")
+    return config
+
+
+def check_label_maps(config: dict, where: Path) -> None:
+    """config.json's `id2label` and `label2id` (as json reads them), checked
+    before any weight is read, each error naming the file: at most `MAX_LABELS`
+    labels (the count said, the labels not printed), id2label's ids exactly
+    0..n-1, its names strings and each used once (a repeated name would give
+    the component fewer labels than the weights have rows). label2id must map
+    strings to integer ids; where it is not id2label turned round, a warning
+    says so and id2label is read, as transformers' pipelines read it."""
+    maps = {name: config.get(name) for name in ("id2label", "label2id")}
+    for name, mapping in maps.items():
+        if mapping is not None and not isinstance(mapping, dict):
+            raise ModelLoadError(where, f"{name} must be an object, got {type(mapping).__name__}")
+        if mapping is not None and len(mapping) > MAX_LABELS:
+            raise ModelLoadError(where, f"{name} has {len(mapping):,} labels; at most {MAX_LABELS:,} are imported")
+    id2label, label2id = maps["id2label"], maps["label2id"]
+    if id2label is not None:
+        ids = {}
+        for key, label in id2label.items():
+            if not re.fullmatch(r"-?[0-9]+", key):
+                raise ModelLoadError(where, f"id2label's key {key!r} is no integer id")
+            if not isinstance(label, str):
+                raise ModelLoadError(where, f"id2label's label of id {key} is {label!r}, not a string")
+            ids.setdefault(int(key), []).append(label)
+        expected = range(len(id2label))
+        missing, outside = sorted(set(expected) - set(ids)), sorted(set(ids) - set(expected))
+        if missing or outside:
+            raise ModelLoadError(
+                where, f"id2label's ids must be 0..{len(id2label) - 1} for its {len(id2label):,} labels: "
+                + "; ".join(part for part in (f"{_listed(missing)} missing" * bool(missing),
+                                              f"{_listed(outside)} outside that range" * bool(outside)) if part))
+        names = Counter(id2label.values())
+        repeated = sorted(label for label, count in names.items() if count > 1)
+        if repeated:
+            raise ModelLoadError(
+                where, f"id2label names {_listed(repeated)} more than once ({repeated[0]!r}: ids "
+                f"{_listed([int(k) for k, v in id2label.items() if v == repeated[0]])}): each class needs a name "
+                "of its own")
+    if label2id is not None:
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in label2id.values()):
+            raise ModelLoadError(where, "label2id must map each label to an integer id")
+        if id2label is not None and label2id != {label: int(i) for i, label in id2label.items()}:
+            logger.warning("%s: label2id is not id2label turned round; id2label is read, as transformers' pipelines "
+                           "read it", where)
 
 
 def choose_task(path: Path, task: Optional[str], asked_by: str = "--task") -> str:
