@@ -91,3 +91,29 @@ def fit_temperature(loss_at: Callable[[float], float], *, start: float = 1.0, lo
             fd = loss_at(math.exp(d))
     best, best_loss = (math.exp(c), fc) if fc <= fd else (math.exp(d), fd)
     return best if best_loss < loss_at(start) else start
+
+
+def _precision_by_rank(scores: Sequence[float], correct: Sequence[bool]) -> numpy.ndarray:
+    """Precision of the k highest-scored predictions, k = 1..n (ties in the
+    given order: a stable sort)."""
+    scores, correct = _checked(scores, correct)
+    ranked = correct[numpy.argsort(-scores, kind="stable")]
+    return numpy.cumsum(ranked) / numpy.arange(1, len(ranked) + 1)
+
+
+def precision_coverage_area(scores: Sequence[float], correct: Sequence[bool]) -> float:
+    """The area under the precision-coverage curve: keeping the k most
+    confident predictions (coverage k / n), the mean of their precision over
+    k = 1..n. 1 when every right prediction scores above every wrong one;
+    the overall precision for scores that say nothing (0 for no predictions)."""
+    precision = _precision_by_rank(scores, correct)
+    return float(precision.mean()) if len(precision) else 0.0
+
+
+def precision_at_coverage(scores: Sequence[float], correct: Sequence[bool], coverage: float) -> float:
+    """The precision of the ceil(coverage * n) highest-scored predictions
+    (those above the score threshold that keeps that share)."""
+    precision = _precision_by_rank(scores, correct)
+    if not len(precision):
+        return 0.0
+    return float(precision[max(1, math.ceil(coverage * len(precision))) - 1])

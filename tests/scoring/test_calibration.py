@@ -43,3 +43,17 @@ def test_a_fitted_temperature_calibrates_overconfident_scores():
     t = fit_temperature(lambda t: binary_nll(scores(t), correct))
     assert t == pytest.approx(3.0, rel=0.1)
     assert expected_calibration_error(scores(t), correct) < expected_calibration_error(scores(1.0), correct) / 3
+
+
+def test_precision_coverage_rewards_scores_that_rank_right_predictions_first():
+    from spacy_mlm.scoring.calibration import precision_at_coverage, precision_coverage_area
+
+    correct = [True, True, False, True, False]
+    ranked = [0.9, 0.8, 0.2, 0.7, 0.1]  # every right one above every wrong one
+    assert precision_coverage_area(ranked, correct) == pytest.approx((1 + 1 + 1 + 3 / 4 + 3 / 5) / 5)
+    reversed_ = [0.1, 0.2, 0.9, 0.3, 0.8]
+    assert precision_coverage_area(reversed_, correct) == pytest.approx((0 + 0 + 1 / 3 + 2 / 4 + 3 / 5) / 5)
+    assert precision_at_coverage(ranked, correct, 0.8) == 0.75  # the 4 highest
+    assert precision_at_coverage(ranked, correct, 0.6) == 1.0
+    assert precision_at_coverage(reversed_, correct, 0.8) == pytest.approx(2 / 4)
+    assert precision_coverage_area([], []) == 0.0
