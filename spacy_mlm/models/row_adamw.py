@@ -18,16 +18,18 @@ half of the 55 ms AdamW step). Here:
   (1 - lr_t * weight_decay) each step. Those factors are kept as one running
   product (`pending`) and applied to a row when it becomes *active*: when a
   training forward looks it up (a forward pre-hook on the embedding), or when
-  a gradient first reaches it. Active rows are stepped at every step from then
-  on by torch's AdamW kernel (fused where the main step is) over their
-  gathered rows, gradients and moments, with the matrix's step count for bias
-  correction, so their m and v evolve as in dense AdamW (an active row with a
-  zero gradient gets the decay alone, as in dense AdamW). Anything that reads
-  the whole matrix first gets the pending decay applied to every inactive row
-  (`flush`): a forward that is not a training one (prediction, evaluation,
-  export's trace) and `state_dict`/`load_state_dict` (to_bytes, save_pretrained,
-  ONNX export). Direct writes to `.weight` bypass this; nothing in the package
-  makes them outside pretraining, which stays dense.
+  a gradient first reaches it; the padding row (`padding_idx`), looked up but
+  never given a gradient, is active from the start. Active rows are stepped at
+  every step from then on by torch's AdamW kernel (fused where the main step
+  is) over their gathered rows, gradients and moments, with the matrix's step
+  count for bias correction, so their m and v evolve as in dense AdamW (an
+  active row with a zero gradient gets the decay alone, as in dense AdamW).
+  Anything that reads the whole matrix first gets the pending decay applied
+  to every inactive row (`flush`): a forward that is not a training one
+  (prediction, evaluation, export's trace) and `state_dict`/`load_state_dict`
+  (to_bytes, save_pretrained, ONNX export). Direct writes to `.weight` bypass
+  this; nothing in the package makes them outside pretraining, which stays
+  dense.
 
 The result equals dense AdamW up to float rounding: the decay of a row that
 waited k steps is one product of the k float32 factors instead of k rounded
@@ -92,6 +94,10 @@ class RowAdamW:
             embedding.register_state_dict_pre_hook(self._before_read),
             embedding.register_load_state_dict_pre_hook(self._before_read),
         ]
+        if embedding.padding_idx is not None:
+            # looked up but never given a gradient: it would become active at the first lookup, which
+            # comes at another step in each data-parallel process, and their weights would differ
+            self.activate(torch.tensor([embedding.padding_idx]))
 
     def _before_read(self, *_) -> None:
         self.flush()

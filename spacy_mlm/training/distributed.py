@@ -110,7 +110,10 @@ def check_same_weights(nlp: Language) -> None:
     `state_dict`, which applies the word-embedding decay still pending
     (`models/row_adamw.py`) in every process at the same step, before the first
     process evaluates (a prediction applies it too): so every process keeps
-    applying it at the same steps and their weights stay equal bit for bit."""
+    applying it at the same steps and their weights stay equal bit for bit.
+    (A row becomes active where a process's share looks it up and in every
+    process when its summed gradient arrives, the same step; the padding
+    row, which no gradient reaches, is active from the start everywhere.)"""
     sums = torch.stack([torch.stack([t.double().sum() for t in m.state_dict().values()]).sum()
                         for m in torch_modules(nlp)])
     first = sums.clone()
