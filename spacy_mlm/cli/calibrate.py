@@ -27,6 +27,7 @@ def calibrate_cli(
     import spacy
 
     from ..evaluation.calibration import calibrate_entities
+    from ..evaluation.evaluate import load_gold_entities
     from ..util.outputs import claim_output
     from ..util.save import save_atomically
 
@@ -34,7 +35,8 @@ def calibrate_cli(
     if not (model / "config.cfg").is_file():
         raise typer.BadParameter(f"{model} is not a saved spaCy pipeline (no config.cfg)")
     nlp = spacy.load(model)
-    reports = calibrate_entities(nlp, data, n_sents=n_sents, batch_size=batch_size)
+    gold_docs, _ = load_gold_entities(nlp, data, n_sents)
+    reports = calibrate_entities(nlp, gold_docs, batch_size=batch_size)
     for name, r in reports.items():
         typer.echo(f"{name}: temperature {r['temperature_before']:.4g} -> {r['temperature']:.4g} "
                    f"on {r['n_entities']} entities ({100 * r['accuracy']:.1f}% right); "

@@ -2,15 +2,15 @@
 file (`spacy_mlm calibrate`): the components before each one (the encoder) run
 on fresh Docs of the file's words, then the component fits its temperature on
 them against the gold entities (`MLMEntityRecognizer.calibrate`)."""
-from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from spacy.language import Language
+from spacy.tokens import Doc
 from spacy.training import Example
 
 from ..errors import SpacyMlmError
 from ..pipeline.ner import MLMEntityRecognizer
-from .evaluate import fresh_docs, load_gold_entities
+from .evaluate import fresh_docs
 
 
 def entity_recognizers(nlp: Language) -> List[str]:
@@ -18,15 +18,15 @@ def entity_recognizers(nlp: Language) -> List[str]:
     return [name for name, pipe in nlp.pipeline if isinstance(pipe, MLMEntityRecognizer)]
 
 
-def calibrate_entities(nlp: Language, data: Path, *, n_sents: int = 1, batch_size: int = 64,
+def calibrate_entities(nlp: Language, gold_docs: Sequence[Doc], *, batch_size: int = 64,
                        names: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
-    """Fit the temperature of each mlm_ner (`names`, default all) on the gold
-    entities of `data` (.spacy or CoNLL); each component's report
-    (temperature, likelihood and ECE before and after) by name."""
+    """Fit the temperature of each mlm_ner (`names`, default all) on the
+    entities of `gold_docs` (`load_gold_entities` reads them from a .spacy or
+    CoNLL file); each component's report (temperature, likelihood and ECE
+    before and after) by name."""
     names = entity_recognizers(nlp) if names is None else names
     if not names:
         raise SpacyMlmError("the pipeline has no mlm_ner component to calibrate")
-    gold_docs, _ = load_gold_entities(nlp, Path(data), n_sents)
     reports = {}
     for name in names:
         docs = fresh_docs(nlp, gold_docs)
