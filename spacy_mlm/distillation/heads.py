@@ -42,6 +42,10 @@ class TaggerTargets:
 
     def soft_loss(self, component, scores, docs: List[Doc], targets: List[torch.Tensor],
                   temperature: float) -> torch.Tensor:
+        wrong = next(((doc, len(t)) for doc, t in zip(docs, targets) if len(t) != len(doc)), None)
+        if wrong is not None:
+            raise SpacyMlmError(f"the teachers' tag distributions cover {wrong[1]} tokens, the student's Doc has "
+                                f"{len(wrong[0])} ({wrong[0].text[:60]!r}): the teachers must read the student's tokens")
         emissions, mask, _, transitions = self._emissions(component, scores, docs)
         log_probs = tag_log_distributions(emissions, mask, transitions, temperature)
         by_sequence = split_sequences([t.to(emissions.device) for t in targets], docs,

@@ -154,9 +154,8 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
     while step < section["max_steps"]:
         text_items, gold_items = stream.items(step, section["batch_size"])
         gold_batch = [gold[i - len(texts)] for i in gold_items]
-        batch_texts = [texts[i] for i in text_items] + [eg.reference.text for eg in gold_batch]
-        targets = batch_outputs(teachers, cache, step, text_items + gold_items, batch_texts)
-        docs = [student.make_doc(text) for text in batch_texts[: len(text_items)]] + [eg.predicted for eg in gold_batch]
+        docs = [student.make_doc(texts[i]) for i in text_items] + [eg.predicted for eg in gold_batch]
+        targets = batch_outputs(teachers, cache, step, text_items + gold_items, docs)
         losses = student_gradients(student, encoder, components, docs, gold_batch, targets, section)
         torch.nn.utils.clip_grad_norm_(modules.parameters(), section["optimizer"]["max_grad_norm"])
         optimizer.step()

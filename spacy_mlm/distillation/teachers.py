@@ -1,8 +1,9 @@
 """The teachers: trained pipelines run once per batch in inference mode, their
 soft outputs averaged over the ensemble, and optionally kept on disk.
 
-Each teacher reads its own Docs of the batch's texts (its tokenizer is the
-student's: the student's config is the first teacher's), its encoder once
+Each teacher reads a copy of the student's Docs of the batch (the targets are
+per token, so the tokens must be the student's; a labelled Doc keeps the
+tokens of its annotation), its encoder once
 (`torch.inference_mode`), then each distilled component's model (its scores,
 not its decoding). What comes out is, per Doc, one tensor per component (and
 the top hidden states for the hidden-state loss) on the host, in float32.
@@ -17,10 +18,11 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 from spacy.language import Language
+from spacy.tokens import Doc
 
 from ..errors import SpacyMlmError
 from ..util.io import atomic_write_bytes, remove_left_overs
@@ -55,15 +57,17 @@ class Teachers:
             raise SpacyMlmError("the student's components or labels are not the teachers': "
                                 f"{self.describe(student)} against {self.describe(self.pipelines[0])}")
 
-    def outputs(self, texts: Sequence[str]) -> List[Outputs]:
-        """Per text, the ensemble's mean output of each component (and "hidden")."""
-        per_teacher = [self._run(nlp, texts) for nlp in self.pipelines]
+    def outputs(self, inputs: Sequence[Union[Doc, str]]) -> List[Outputs]:
+        """Per input, the ensemble's mean output of each component (and "hidden").
+        An input is a Doc (each teacher reads a copy: the same tokens, whoever
+        made them) or a text (each teacher's tokenizer makes its Doc)."""
+        per_teacher = [self._run(nlp, inputs) for nlp in self.pipelines]
         return [{key: mean_of_teachers([outputs[i][key] for outputs in per_teacher]) for key in per_teacher[0][i]}
-                for i in range(len(texts))]
+                for i in range(len(inputs))]
 
     @torch.inference_mode()
-    def _run(self, nlp: Language, texts: Sequence[str]) -> List[Outputs]:
-        docs = [nlp.make_doc(text) for text in texts]
+    def _run(self, nlp: Language, inputs: Sequence[Union[Doc, str]]) -> List[Outputs]:
+        docs = [nlp.make_doc(given) if isinstance(given, str) else given.copy() for given in inputs]
         encoder = nlp.get_pipe(encoder_name(nlp.config))
         encodings = encoder.predict(docs)
         hidden = [encoding.hidden_tensor.float().cpu() for encoding in encodings] if self.hidden else None
@@ -136,13 +140,13 @@ class TeacherCache:
 
 
 def batch_outputs(teachers: Teachers, cache: TeacherCache, step: int, items: Sequence[int],
-                  texts: Sequence[str]) -> List[Outputs]:
-    """The teachers' outputs for `items` (whose texts are `texts`): from the
+                  docs: Sequence[Doc]) -> List[Outputs]:
+    """The teachers' outputs for `items` (whose Docs are `docs`): from the
     cache where it has them, the rest computed (and cached) now."""
     found = cache.get(items)
     missing = [i for i, item in enumerate(items) if item not in found]
     if missing:
-        fresh = dict(zip((items[i] for i in missing), teachers.outputs([texts[i] for i in missing])))
+        fresh = dict(zip((items[i] for i in missing), teachers.outputs([docs[i] for i in missing])))
         cache.put(step, fresh)
         found.update(fresh)
     return [found[item] for item in items]

@@ -148,6 +148,22 @@ def test_textcat_and_gold_data(deep_model_dir, texts_file, tmp_path):
     assert set(cats) == {"POS", "NEG"} and abs(sum(cats.values()) - 1) < 1e-5
 
 
+def test_labelled_docs_keep_their_tokens(ner_teacher, texts_file, tmp_path):
+    """A .spacy Doc without spacing (CoNLL's) keeps its words as the student's
+    tokens (spaCy's Corpus); the teachers must read those tokens too."""
+    from spacy.tokens import Doc, DocBin
+
+    words = ["Anna", "Berg", "works", "on", "state-of-the-art", "tools", "in", "Oslo", "."]
+    doc = Doc(spacy.blank("en").vocab, words=words, ents=["B-PER", "I-PER"] + ["O"] * 5 + ["B-LOC", "O"])
+    assert len(spacy.blank("en").make_doc(doc.text)) != len(words)
+    DocBin(docs=[doc] * 4).to_disk(tmp_path / "gold.spacy")
+    student = run(tmp_path, ner_teacher, texts_file, "out", gold=str(tmp_path / "gold.spacy"), max_steps=3,
+                  batch_size=8, **{"student.layers": [3]})
+    history = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert any("ner_gold" in row for row in history)
+    assert spacy.load(student)("Anna Berg works in Oslo.").has_annotation("ENT_IOB")
+
+
 def test_the_student_is_an_ordinary_pipeline(ner_teacher, texts_file, tmp_path):
     runner = CliRunner()
     config = distill_config(tmp_path / "d.cfg", ner_teacher, texts_file, **{"student.keep_every": 2})

@@ -1,0 +1,203 @@
+"""Distilled NER students on CoNLL-2003 against their teacher and the peers a
+CPU user picks instead, every system in one run (issue 51).
+
+  teacher         configs/ner.cfg with the CRF on MiniLM (6 layers), trained on
+                  --n-train seeded CoNLL train sentences x --epochs (bench/ner_conll.py's
+                  "ours_crf" budget: 2000 x 2), or --teacher DIR
+  student_3l      `spacy_mlm distill`: the teacher's layers 1, 3, 5 (keep_every 2), its
+                  heads and CRF, trained on the teacher's CRF marginals (temperature
+                  --temperature) over unlabelled text: every CoNLL train sentence without
+                  its labels plus WikiText-2 paragraphs (--n-wiki; the shared data holds its
+                  valid and test splits, both read, not its train split), and the gold loss
+                  on the teacher's own training sentences; --distill-steps x --distill-batch
+  student_2l      the same with layers 2, 5 (keep_every 3)
+  *_int8          each of those through `spacy_mlm optimize --precision int8`
+  spacy_trf       spacy-transformers on the same MiniLM + spaCy's transition-based ner,
+                  trained on the teacher's sentences and budget (bench/ner_conll.py's)
+  spacy_cnn       `spacy init config --pipeline ner --optimize efficiency` (CPU), trained on
+                  the teacher's sentences for --cnn-epochs epochs (its own recipe: Adam 0.001,
+                  dropout 0.1, batches of 16): close to convergence on 2000 sentences
+
+Dev F1: exact-match entity F1 on the whole dev set (--quick: 200 sentences);
+inference words/s: wall clock, batches of 64 sentences, --threads torch threads
+(ONNX Runtime takes torch's count), best of --repeats passes.
+
+    .venv/bin/python bench/distill.py            # over an hour on a 2-core CPU
+    .venv/bin/python bench/distill.py --quick    # a smoke test: a few minutes
+
+Last line: one JSON object: each system's dev F1 and words/s, the ratios the
+issue asks about, the budgets and the machine.
+"""
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import spacy
+import torch
+
+from harness import ner
+from harness.common import BenchParser, Stopwatch, print_result, read_paragraphs, seed_everything
+from ner_conll import build_spacy_trf
+from spacy_mlm import doc_entities, score_entities
+
+STUDENTS = {"student_3l": 2, "student_2l": 3}  # name -> keep_every over MiniLM's 6 layers
+
+
+def train_teacher(args, sentences, out: Path) -> Path:
+    seed_everything(args.seed)
+    nlp = ner.build_ours(args.model, crf=True, precision="fp32")
+    order = ner.batches(len(sentences), args.batch_size, args.epochs, args.seed)
+    seconds = ner.train_spacy(nlp, ner.gold_examples(nlp, sentences), order, args.lr, 0.1)
+    print(f"teacher: {len(sentences)} sentences x {args.epochs} epoch(s) in {seconds:.0f}s", flush=True)
+    nlp.to_disk(out)
+    return out
+
+
+def write_texts(args, out: Path) -> Path:
+    """CoNLL train sentences (text only) and WikiText-2 paragraphs, one a line."""
+    vocab = spacy.blank("en").vocab
+    conll = [doc.text for doc in ner.load_sentences(args.train, vocab, args.n_conll_texts, args.seed)]
+    files = sorted(Path(args.wiki).glob("*.txt")) if Path(args.wiki).is_dir() else [Path(args.wiki)]
+    wiki = [paragraph for file in files for paragraph in read_paragraphs(file)]
+    wiki = wiki[: args.n_wiki] if args.n_wiki else wiki
+    out.write_text("\n".join(conll + wiki) + "\n", encoding="utf8")
+    print(f"unlabelled text: {len(conll)} CoNLL sentences + {len(wiki)} WikiText-2 paragraphs", flush=True)
+    return out
+
+
+def run(command):
+    print("$ " + " ".join(map(str, command)), flush=True)
+    subprocess.run([str(c) for c in command], check=True)
+
+
+def distill_student(args, teacher: Path, texts: Path, gold: Path, keep_every: int, out: Path) -> Path:
+    with Stopwatch() as clock:
+        run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, "--force", "--quiet",
+             "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
+             "--distillation.student.keep_every", keep_every, "--distillation.max_steps", args.distill_steps,
+             "--distillation.batch_size", args.distill_batch, "--distillation.temperature", args.temperature,
+             "--distillation.seed", args.seed, "--distillation.checkpoint_every", 0,
+             "--distillation.optimizer.learning_rate", args.distill_lr,
+             "--distillation.optimizer.warmup_steps", args.distill_steps // 10])
+    print(f"distilled {out.name} in {clock.seconds:.0f}s", flush=True)
+    return out / "model"
+
+
+def int8(pipeline: Path, out: Path) -> Path:
+    run([sys.executable, "-m", "spacy_mlm", "optimize", pipeline, out, "--precision", "int8", "--force"])
+    return out
+
+
+def train_cnn(args, sentences):
+    from spacy.cli.init_config import init_config
+    from spacy.util import load_model_from_config, minibatch
+
+    seed_everything(args.seed)
+    config = init_config(lang="en", pipeline=["ner"], optimize="efficiency", gpu=False, pretraining=False,
+                         silent=True)
+    nlp = load_model_from_config(config, auto_fill=True)
+    examples = ner.gold_examples(nlp, sentences)
+    optimizer = nlp.initialize(lambda: examples)
+    rng = random.Random(args.seed)
+    with Stopwatch() as clock:
+        for _ in range(args.cnn_epochs):
+            rng.shuffle(examples)
+            for batch in minibatch(examples, 16):
+                nlp.update(batch, sgd=optimizer, drop=0.1)
+    print(f"spacy_cnn: {len(sentences)} sentences x {args.cnn_epochs} epochs in {clock.seconds:.0f}s", flush=True)
+    return nlp
+
+
+def score(nlp, dev_docs, repeats: int):
+    """(dev F1, inference words/s: the best of `repeats` passes)."""
+    n_words = sum(len(doc) for doc in dev_docs)
+    best, preds = float("inf"), None
+    for _ in range(repeats):
+        preds, seconds = ner.predict_spacy(nlp, dev_docs)
+        best = min(best, seconds)
+    return score_entities([doc_entities(d) for d in dev_docs], preds)["ents_f"], n_words / best
+
+
+def main():
+    parser = BenchParser(__doc__)
+    ner.add_data_options(parser, n_dev=0)
+    parser.data_file("--wiki", "raw_text/wikitext2", help="WikiText-2: a file or a folder of them, one paragraph a "
+                     "line (the shared data has its valid and test splits, not train)")
+    parser.add_argument("--teacher", default=None, help="a trained teacher pipeline (default: train one here)")
+    parser.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "configs" / "distillation"
+                                                / "distill.cfg"))
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.lr(5e-5)
+    parser.add_argument("--n-conll-texts", type=int, default=0, help="CoNLL train sentences as unlabelled text (0: all)")
+    parser.add_argument("--n-wiki", type=int, default=0, help="WikiText-2 paragraphs (0: all)")
+    parser.add_argument("--distill-steps", type=int, default=6000)
+    parser.add_argument("--distill-batch", type=int, default=32)
+    parser.add_argument("--distill-lr", type=float, default=1e-4)
+    parser.add_argument("--temperature", type=float, default=2.0)
+    parser.add_argument("--cnn-epochs", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=2, help="inference passes per system (the best counts)")
+    parser.add_argument("--systems", default="teacher,teacher_int8,student_3l,student_3l_int8,student_2l,"
+                                             "student_2l_int8,spacy_trf,spacy_cnn")
+    parser.seed()
+    parser.threads()
+    parser.output("bench_distill", "bench_distill_quick")
+    parser.quick("200 train / 200 dev sentences x 1 epoch, 40 distillation steps over 1000 texts")
+    parser.set_defaults(n_train=2000)
+    args = parser.parse_args()
+    if args.quick:
+        args.n_train, args.n_dev, args.epochs, args.repeats = 200, 200, 1, 1
+        args.n_conll_texts, args.n_wiki, args.distill_steps, args.distill_batch = 800, 200, 40, 16
+        args.cnn_epochs = 5
+    systems = args.systems.split(",")
+    args.out.mkdir(parents=True, exist_ok=True)
+    vocab = spacy.blank("en").vocab
+    sentences = ner.load_sentences(args.train, vocab, args.n_train, args.seed)
+    dev_docs = ner.load_sentences(args.dev, vocab, args.n_dev, args.seed)
+    from spacy.tokens import DocBin
+
+    gold = args.out / "teacher_train.spacy"
+    DocBin(docs=sentences).to_disk(gold)
+    started = time.time()
+    teacher = Path(args.teacher) if args.teacher else train_teacher(args, sentences, args.out / "teacher")
+    texts = write_texts(args, args.out / "texts.txt")
+    pipelines = {"teacher": teacher}
+    for name, keep_every in STUDENTS.items():
+        if name in systems or f"{name}_int8" in systems:
+            pipelines[name] = distill_student(args, teacher, texts, gold, keep_every, args.out / name)
+    for name in list(pipelines):
+        if f"{name}_int8" in systems:
+            pipelines[f"{name}_int8"] = int8(pipelines[name], args.out / f"{name}_int8")
+    results = {}
+    for name in systems:
+        if name == "spacy_trf":
+            seed_everything(args.seed)
+            nlp = build_spacy_trf(args.model)
+            order = ner.batches(len(sentences), args.batch_size, args.epochs, args.seed)
+            ner.train_spacy(nlp, ner.gold_examples(nlp, sentences), order, args.lr, 0.1)
+        elif name == "spacy_cnn":
+            nlp = train_cnn(args, sentences)
+        else:
+            nlp = spacy.load(pipelines[name])
+        f1, wps = score(nlp, dev_docs, args.repeats)
+        results[name] = {"f1": f1, "wps": wps}
+        print(f"{name:<16} dev F1 {100 * f1:6.2f}  {wps:8.0f} words/s", flush=True)
+    summary = {f"{name}_{key}": value for name, row in results.items() for key, value in row.items()}
+    for name in results:
+        if "spacy_trf" in results and name != "spacy_trf":
+            summary[f"{name}_wps_vs_spacy_trf"] = results[name]["wps"] / results["spacy_trf"]["wps"]
+        if "teacher" in results and name.startswith("student"):
+            summary[f"{name}_f1_minus_teacher"] = results[name]["f1"] - results["teacher"]["f1"]
+    summary.update(n_train=len(sentences), epochs=args.epochs, n_dev=len(dev_docs), distill_steps=args.distill_steps,
+                   distill_batch=args.distill_batch, temperature=args.temperature, cnn_epochs=args.cnn_epochs,
+                   threads=torch.get_num_threads(), quick=args.quick, total_s=time.time() - started,
+                   teacher=str(teacher))
+    (args.out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf8")
+    print_result(summary, digits=4)
+
+
+if __name__ == "__main__":
+    main()
