@@ -88,9 +88,20 @@ class MLMRegressor(PairInputGuard, TrainablePipe):
     def _gold(self, examples: Iterable[Example]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """(values, known), each (n_examples, n_targets): the reference's cats,
         known = 0 where a target is left out. A value that is not a finite number
-        is an error naming the example and the target."""
+        is an error naming the example and the target, and so is a value for a
+        target the component does not have: that row would be trained as if it
+        had no value, and a name mismatch between config and data would go
+        unnoticed (mlm_textcat refuses unknown labels for the same reason)."""
         rows, known = [], []
         for i, eg in enumerate(examples):
+            unknown = sorted(set(eg.reference.cats) - set(self.labels))
+            if unknown:
+                raise SpacyMlmError(
+                    f"'{self.name}' has the targets {list(self.labels)}, but example {i} "
+                    f"({eg.reference.text[:60]!r}) has values for {unknown}. Leave `labels` in "
+                    f"[initialize.components.{self.name}] unset to take the targets from the training data, "
+                    "or make them match"
+                )
             row, row_known = [], []
             for label in self.labels:
                 value = eg.reference.cats.get(label)
