@@ -11,7 +11,7 @@ component gets every check of the contract by being listed in `CASES`.
 Everything runs on the tiny BERT of `spacy_mlm.testing` (2 layers, width 32,
 64 positions): the long text below is windowed.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -94,7 +94,6 @@ class ComponentCase:
     empty_doc_depends_on_batch: str = ""
     # what a Doc sent back by an `nlp.pipe(n_process=N)` worker needs first
     from_worker: Callable[[Doc], Doc] = lambda doc: doc
-    marks: Tuple = field(default_factory=tuple)
 
 
 def tiny_path_config(pipeline, model_dir: str):
@@ -109,7 +108,8 @@ def tiny_path_config(pipeline, model_dir: str):
 
 # -- texts and examples ---------------------------------------------------------------
 
-SINGLE_TEXTS = ["Oslo", NER_DATA[0][0], LONG_TEXT, "The cat sleeps .", NER_DATA[1][0], "What a wonderful and moving story"]
+SINGLE_TEXTS = ["Oslo", NER_DATA[0][0], LONG_TEXT, "The river bank was muddy .", NER_DATA[1][0],
+                "What a wonderful and moving story"]
 SENTIMENT = [
     ("What a wonderful and moving story .", {"POS"}),
     ("The film was dull and far too long .", {"NEG"}),
@@ -127,7 +127,8 @@ PAIRS = [
 PAIR_TEXTS = [("Oslo", "A town."), (PAIRS[0][0], PAIRS[0][1]), (LONG_TEXT, "The committee met."),
               ("It rains.", "The river bank was muddy after the rain in the town of Concord."), (PAIRS[3][0], "Up.")]
 WIC = [
-    WicExample("bank", "N", 6, 7, "She opened an account at the bank .", "He works as a clerk in a bank downtown .", True, 1),
+    WicExample("bank", "N", 6, 7, "She opened an account at the bank .", "He works as a clerk in a bank downtown .",
+               True, 1),
     WicExample("bank", "N", 3, 6, "The river bank was muddy .", "She opened an account at the bank .", False, 2),
     WicExample("play", "V", 1, 0, "Children play football in the park .", "Play the guitar on the stage .", False, 3),
     WicExample("read", "V", 5, 1, "He sat by the window and read an old book .", "She read the story twice .", True, 4),
@@ -165,9 +166,14 @@ def cats_examples(labels: Sequence[str]) -> Callable[[Language], List[Example]]:
     return make
 
 
-def cats_refusal(cats: Dict[str, float]) -> Refusal:
-    unknown = next(label for label in cats if label not in ("POS", "NEG", "EXTRA", *NLI_LABELS))
-    return Refusal(lambda nlp: Example.from_dict(nlp.make_doc("A dull story ."), {"cats": cats}), Exception, unknown)
+def cats_refusal(labels: Sequence[str], unknown: str, pair: bool = False) -> Refusal:
+    """An example whose one positive class is `unknown`, the others known."""
+
+    def example(nlp: Language) -> Example:
+        doc = spacy_mlm.make_pair_doc(nlp, "It rains.", "It pours.") if pair else nlp.make_doc("A dull story .")
+        return Example.from_dict(doc, {"cats": {**{label: 0.0 for label in labels}, unknown: 1.0}})
+
+    return Refusal(example, spacy_mlm.errors.SpacyMlmError, unknown)
 
 
 def nli_examples(nlp: Language) -> List[Example]:
@@ -246,7 +252,8 @@ def read_cats(name: str, exclusive: bool) -> Callable[[Language, Doc], Predictio
         if exclusive:
             return Prediction({"cats": scores}, component.labels[int(scores.argmax())])
         threshold = component.cfg["threshold"]
-        return Prediction({"cats": scores}, tuple(label for label, s in zip(component.labels, scores) if s >= threshold))
+        chosen = tuple(label for label, score in zip(component.labels, scores) if score >= threshold)
+        return Prediction({"cats": scores}, chosen)
 
     return read
 
@@ -365,14 +372,14 @@ def mlm_ner_case(id: str, crf: bool, bad_setting: BadSetting) -> ComponentCase:
 
 
 def mlm_textcat_case(id: str, labels: Tuple[str, ...], exclusive: bool, learn_rate: float, bad_setting: BadSetting,
-                     unknown: Dict[str, float]) -> ComponentCase:
+                     unknown: str) -> ComponentCase:
     head = {"exclusive_classes": exclusive, "tok2vec": {"pooling": "cls" if exclusive else "doc_mean"}}
     return ComponentCase(
         id=id, factory="mlm_textcat", name="textcat",
         pipeline=[ENCODER, ("textcat", "mlm_textcat", {"model": head})],
         examples=cats_examples(labels), docs=single_docs, blank_docs=blank_single_docs,
         read=read_cats("textcat", exclusive), check=check_cats("textcat", exclusive), labels=labels,
-        bad_setting=bad_setting, training=Training(learn_rate, steps=6), unknown_label=cats_refusal(unknown),
+        bad_setting=bad_setting, training=Training(learn_rate, steps=6), unknown_label=cats_refusal(labels, unknown),
     )
 
 
@@ -390,10 +397,10 @@ CASES: List[ComponentCase] = [
     mlm_ner_case("mlm_ner_crf", crf=True, bad_setting=BadSetting({"scheme": "BIOX"}, "scheme", "BIOX")),
     mlm_textcat_case("mlm_textcat", ("NEG", "POS"), exclusive=True, learn_rate=5e-3,
                      bad_setting=BadSetting({"class_weights": "even"}, "class_weights", "even"),
-                     unknown={"POS": 0.0, "NEG": 0.0, "MIXED": 1.0}),
+                     unknown="MIXED"),
     mlm_textcat_case("mlm_textcat_multilabel", ("EXTRA", "NEG", "POS"), exclusive=False, learn_rate=3e-3,
                      bad_setting=BadSetting({"threshold": 1.5}, "threshold", 1.5),
-                     unknown={"POS": 1.0, "SARCASM": 1.0}),
+                     unknown="SARCASM"),
     ComponentCase(
         id="mlm_textcat_pairs", factory="mlm_textcat", name="nli",
         pipeline=[ENCODER, ("nli", "mlm_textcat", {"model": {"tok2vec": {"pooling": "pair_mean"}}})],
@@ -401,10 +408,7 @@ CASES: List[ComponentCase] = [
         read=read_cats("nli", True), check=check_cats("nli", True), labels=NLI_LABELS,
         bad_setting=BadSetting({"model": {"tok2vec": {"pooling": "pair_max"}}}, "pooling", "pair_max"),
         training=Training(learn_rate=3e-3, steps=6),
-        unknown_label=Refusal(
-            lambda nlp: Example.from_dict(spacy_mlm.make_pair_doc(nlp, "It rains.", "It pours."),
-                                          {"cats": {**{l: 0.0 for l in NLI_LABELS}, "paraphrase": 1.0}}),
-            Exception, "paraphrase"),
+        unknown_label=cats_refusal(NLI_LABELS, "paraphrase", pair=True),
     ),
     ComponentCase(
         id="mlm_regressor", factory="mlm_regressor", name="regressor",
@@ -459,6 +463,7 @@ CASES: List[ComponentCase] = [
         read=read_tags, check=check_tags, labels=("NAME", "X"),
         bad_setting=BadSetting({"overwrite": "maybe"}, "overwrite", "maybe"),
         training=Training(learn_rate=3e-3, steps=6),
+        # spaCy's tagger refuses it with a bare KeyError (spaCy's message, not this plugin's)
         unknown_label=Refusal(lambda nlp: Example.from_dict(nlp.make_doc("Oslo ."), {"tags": ["PLACE", "X"]}),
                               KeyError, "PLACE"),
     ),
@@ -470,7 +475,7 @@ CASES: List[ComponentCase] = [
         bad_setting=BadSetting({"incorrect_spans_key": 3}, "incorrect_spans_key", 3),
         training=Training(learn_rate=5e-3, steps=6),
         unknown_label=None,
-        no_refusal="spaCy's transition-based ner takes an entity label it does not know without an error "
+        no_refusal="spaCy's transition-based ner adds an entity label it meets in an update to its labels "
                    "(spaCy's behaviour, not this plugin's)",
     ),
     ComponentCase(
@@ -482,7 +487,8 @@ CASES: List[ComponentCase] = [
         bad_setting=BadSetting({"threshold": "high"}, "threshold", "high"),
         training=Training(learn_rate=3e-3, steps=6),
         unknown_label=None,
-        no_refusal="spaCy's textcat skips a gold label it does not know (spaCy's behaviour, not this plugin's)",
+        no_refusal="spaCy's textcat reads only its own labels, so the row trains as if no class were true "
+                   "(spaCy's behaviour, not this plugin's)",
         empty_doc_depends_on_batch="spaCy's TextCategorizer.predict gives all-zero cats when no Doc of the batch "
                                    "has a token, and its model's scores (the bias) to an empty Doc among others",
     ),
