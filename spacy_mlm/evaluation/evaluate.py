@@ -30,7 +30,7 @@ from ..readers.nli import THREE_WAY, TWO_WAY, read_nli
 from ..pipeline.ner import SPAN_PROB_ATTR
 from ..readers.textcat import read_textcat
 from ..scoring.bootstrap import BootstrapResult, paired_bootstrap
-from ..scoring.calibration import expected_calibration_error
+from ..scoring.calibration import decision_confidence, expected_calibration_error
 from ..scoring.classes import confusion_matrix, correctness_counts
 from ..scoring.entities import Entity, doc_entities, per_doc_counts, score_entities
 from ..scoring.textcat import textcat_score
@@ -260,9 +260,13 @@ def score_classifier(nlp: Language, task: str, data: Path, batch_size: int = 64,
         reference = doc.copy()
         reference.cats = one_hot_cats([g], labels)
         examples.append(Example(doc, reference))
+    scores = textcat_score(examples, labels=labels, exclusive_classes=True)
+    probs = numpy.array([[c.get(label, 0.0) for label in labels] for c in cats])
+    truths = numpy.array([[float(label == g) for label in labels] for g in gold])
+    scores["cats_ece"] = expected_calibration_error(*decision_confidence(probs, truths, numpy.ones_like(truths), True))
     return PipelineScores(
         task,
-        textcat_score(examples, labels=labels, exclusive_classes=True),
+        scores,
         correctness_counts(gold, predicted),
         labels=labels,
         confusion_matrix=confusion_matrix(gold, predicted, labels),

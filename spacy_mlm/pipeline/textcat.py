@@ -11,6 +11,11 @@ learns slowly once they saturate.
 Sentence pairs are ordinary Docs made by `make_pair_doc`; the encoder encodes
 them as `[CLS] A [SEP] B [SEP]` with segment ids and the head reads the [CLS]
 vector. `classify_pair(nlp, premise, hypothesis)` is the one-call API.
+
+`temperature` divides the logits before the softmax (sigmoid): 1 as trained,
+fitted on labelled data by `calibrate` (`spacy_mlm calibrate`) so that the
+probabilities in `doc.cats` can be taken at their word; the most probable
+class never changes with it.
 """
 from itertools import islice
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
@@ -20,6 +25,7 @@ from spacy.language import Language
 from spacy.pipeline.textcat import TextCategorizer
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import minibatch
 from thinc.api import Config, Model, xp2torch
 
 from ..classification.losses import (
@@ -33,6 +39,7 @@ from ..tokenization.pair import make_pair_doc
 from ..errors import DataError, SpacyMlmError
 from ..interop.hf_heads import read_hf_head
 from .pair_input import PairInputGuard
+from ..scoring.calibration import decision_confidence, expected_calibration_error, fit_temperature
 from ..scoring.textcat import unknown_gold_labels
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
 from ..util.settings import FLAG, NUMBER, TEXT, TEXTS, check_settings, optional
@@ -64,6 +71,7 @@ ClassWeights = Union[str, Dict[str, float], None]
         "model": DEFAULT_CLASSIFIER_MODEL,
         "threshold": 0.5,
         "class_weights": None,
+        "temperature": 1.0,
         "scorer": {"@scorers": "spacy_mlm.textcat_scorer.v1"},
     },
     default_score_weights={
@@ -82,7 +90,8 @@ ClassWeights = Union[str, Dict[str, float], None]
     },
 )
 def make_mlm_textcat(
-    nlp: Language, name: str, model: Model, threshold: float, class_weights: ClassWeights, scorer: Optional[Callable]
+    nlp: Language, name: str, model: Model, threshold: float, class_weights: ClassWeights, temperature: float,
+    scorer: Optional[Callable]
 ) -> "MLMTextCategorizer":
     """Classifier writing `doc.cats`, for single texts or pair Docs.
 
@@ -100,9 +109,12 @@ def make_mlm_textcat(
     class_weights: null, "balanced" (from the training data's label counts), or
         {label: weight}; exclusive classes weight the cross-entropy of rows by
         their gold class, multi-label weights the positive cells of each label.
+    temperature: the logits are divided by it before the softmax (sigmoid);
+        `calibrate` fits it on labelled data.
     scorer: `spacy_mlm.textcat_scorer.v1`: spaCy's cats scores (macro F, per-label
         P/R/F, AUC) plus `cats_accuracy`."""
-    return MLMTextCategorizer(nlp.vocab, model, name, threshold=threshold, class_weights=class_weights, scorer=scorer)
+    return MLMTextCategorizer(nlp.vocab, model, name, threshold=threshold, class_weights=class_weights,
+                              temperature=temperature, scorer=scorer)
 
 
 class MLMTextCategorizer(PairInputGuard, TextCategorizer):
@@ -114,9 +126,11 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         *,
         threshold: float = 0.5,
         class_weights: ClassWeights = None,
+        temperature: float = 1.0,
         scorer: Optional[Callable] = None,
     ):
-        check_settings(f"'{name}'", threshold=(threshold, NUMBER, ">= 0", "<= 1"))
+        check_settings(f"'{name}'", threshold=(threshold, NUMBER, ">= 0", "<= 1"),
+                       temperature=(temperature, NUMBER, "> 0"))
         exclusive = model.attrs.get("exclusive_classes")
         if exclusive is None:
             raise SpacyMlmError(
@@ -129,6 +143,7 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         self.cfg["exclusive_classes"] = bool(exclusive)
         self.cfg["format_version"] = COMPONENT_CFG_VERSION
         self.cfg["class_weights"] = class_weights
+        self.cfg["temperature"] = temperature
 
     @property
     def exclusive_classes(self) -> bool:
@@ -201,7 +216,7 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         a check that the saved labels fit the saved weights."""
         load = super().from_disk
         schema = {"labels": TEXTS, "threshold": NUMBER, "exclusive_classes": FLAG, "positive_label": optional(TEXT),
-                  "pair_input": FLAG}
+                  "pair_input": FLAG, "temperature": NUMBER}
         checked_from_disk(path, "mlm_textcat", lambda: load(path, exclude=exclude), exclude, schema)
         check_outputs_fit(path, self.model, len(self.labels), f"the labels {list(self.labels)}", "labels")
         return self
@@ -211,9 +226,47 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
         component trained on pairs warns once when given a single text)."""
         docs = list(docs)
         self.check_pair_input(docs)
-        logits = self.model.predict(docs)
-        probs = torch.softmax(logits, dim=-1) if self.exclusive_classes else torch.sigmoid(logits)
+        return self._probabilities(self.model.predict(docs), self.cfg.get("temperature", 1.0))
+
+    def _probabilities(self, logits: torch.Tensor, temperature: float):
+        scaled = logits / temperature
+        probs = torch.softmax(scaled, dim=-1) if self.exclusive_classes else torch.sigmoid(scaled)
         return probs.float().cpu().numpy()
+
+    def calibrate(self, examples: Iterable[Example], *, batch_size: int = 64) -> Dict[str, float]:
+        """Fit `temperature` on labelled examples (a dev set) whose predicted
+        Docs went through the components before this one (the encoder): the
+        one that minimises the cross-entropy (binary cross-entropy of the known
+        cells, multi-label) of the gold labels, by golden-section search over
+        log T. Sets cfg["temperature"] and returns it with the loss and the
+        expected calibration error (15 bins) of the decisions before (at the
+        temperature it had) and after."""
+        examples = list(examples)
+        validate_examples(examples, "MLMTextCategorizer.calibrate")
+        if not examples:
+            raise SpacyMlmError(f"'{self.name}' got no examples to calibrate on")
+        self._validate_categories(examples)
+        with torch.no_grad():
+            logits = torch.cat([self.model.predict([eg.predicted for eg in batch])
+                                for batch in minibatch(examples, batch_size)]).float()
+        truths, known = (_tensor(a, logits.device) for a in self._examples_to_truth(examples))
+
+        def loss_at(temperature: float) -> float:
+            if self.exclusive_classes:
+                return float(softmax_cross_entropy(logits / temperature, truths))
+            return float(sigmoid_binary_cross_entropy(logits / temperature, truths, known))
+
+        def ece_at(temperature: float) -> float:
+            scores, correct = decision_confidence(self._probabilities(logits, temperature), truths.cpu().numpy(),
+                                                  known.cpu().numpy(), self.exclusive_classes)
+            return expected_calibration_error(scores, correct)
+
+        before = self.cfg.get("temperature", 1.0)
+        temperature = fit_temperature(loss_at, start=before)
+        self.cfg["temperature"] = temperature
+        return {"temperature": temperature, "temperature_before": before, "n_examples": len(examples),
+                "nll_before": loss_at(before), "nll_after": loss_at(temperature), "ece_before": ece_at(before),
+                "ece_after": ece_at(temperature)}
 
     def get_loss(self, examples: Iterable[Example], scores: torch.Tensor) -> Tuple[float, torch.Tensor]:
         """Cross-entropy (exclusive) or binary cross-entropy (multi-label) of the

@@ -13,7 +13,7 @@ at hand).
 """
 import math
 from dataclasses import dataclass
-from typing import Callable, List, Sequence
+from typing import Callable, List, Sequence, Tuple
 
 import numpy
 
@@ -117,3 +117,19 @@ def precision_at_coverage(scores: Sequence[float], correct: Sequence[bool], cove
     if not len(precision):
         return 0.0
     return float(precision[max(1, math.ceil(coverage * len(precision))) - 1])
+
+
+def decision_confidence(probs: numpy.ndarray, truths: numpy.ndarray, known: numpy.ndarray,
+                        exclusive: bool) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """A classifier's decisions as (score, right) pairs for the ECE. probs,
+    truths, known: (n, n_labels). Exclusive classes: one per row, the top
+    class's probability and whether it is the gold class. Multi-label: one per
+    known cell, the probability of the side decided (p >= 0.5: the label is
+    on) and whether the gold value agrees."""
+    probs, truths, known = numpy.asarray(probs), numpy.asarray(truths) >= 0.5, numpy.asarray(known) > 0
+    if exclusive:
+        top = probs.argmax(axis=1)
+        rows = numpy.arange(len(probs))
+        return probs[rows, top], truths[rows, top]
+    on = probs >= 0.5
+    return numpy.where(on, probs, 1 - probs)[known], (on == truths)[known]
