@@ -1,0 +1,235 @@
+"""Entity probabilities a user can act on (issue 50): how well each system's
+score of an entity says whether the entity is right, on CoNLL-2003 dev with
+one MiniLM encoder and one budget.
+
+  ours, ours_crf     mlm_ner (softmax, CRF; configs/ner.cfg): the exact span
+                     marginal of each entity, at temperature 1 and after
+                     `calibrate` (ours_cal, ours_crf_cal: the temperature
+                     fitted on held-out training sentences, never on dev);
+  hf_first, hf_average, hf_max
+                     Hugging Face's token-classification pipeline over a model
+                     fine-tuned by the run_ner recipe (bench/ner_conll.py's),
+                     with aggregation_strategy first / average / max: an
+                     entity's score is the mean of its words' scores;
+  spancat            spaCy's spancat listening to our mlm_encoder (n-grams of
+                     1-6 tokens, threshold 0.5): each span's own score.
+
+Same training sentences (a seeded subsample of train), batch order, epochs,
+peak learning rate and schedule for every trained system. For every system's
+predicted entities on dev: the expected calibration error (15 bins) of "the
+entity is right" (exact span and type) against its score, the area under the
+precision-coverage curve (the entities kept in order of their score), the
+precision at the score threshold that keeps 80% of them, and entity F1.
+
+    python bench/confidence.py --quick        # a smoke test: a few minutes on 2 cores
+    python bench/confidence.py                # 2000 sentences x 2 epochs, 3 seeds, whole dev set
+
+Writes the reliability diagrams (all seeds pooled) side by side to
+OUT/reliability.png. Last line: one JSON object, each figure's mean and
+standard deviation over the seeds per system.
+"""
+from pathlib import Path
+
+import numpy
+import torch
+
+from harness import ner, peers
+from harness.common import BenchParser, Stopwatch, mean_and_sd, print_result, seed_everything
+from ner_conll import hf_encode
+from spacy_mlm import doc_entities, make_tag_labels, score_entities, spans_to_tags
+
+SYSTEMS = ("ours", "ours_crf", "hf", "spancat")
+HF_AGGREGATIONS = ("first", "average", "max")
+SPANCAT_SIZES = [1, 2, 3, 4, 5, 6]
+
+
+def scored_figures(predicted, gold):
+    """ECE, precision-coverage area, precision at 80% coverage and F1 of
+    per-document lists of (start, end, label, score) against the gold entities."""
+    from spacy_mlm.scoring.calibration import expected_calibration_error, precision_at_coverage, precision_coverage_area
+
+    scores, correct = [], []
+    for entities, wanted in zip(predicted, gold):
+        wanted = set(wanted)
+        for s, e, label, score in entities:
+            scores.append(score)
+            correct.append((s, e, label) in wanted)
+    f1 = score_entities(gold, [[tuple(x[:3]) for x in entities] for entities in predicted])["ents_f"]
+    figures = {"ece": expected_calibration_error(scores, correct), "area": precision_coverage_area(scores, correct),
+               "precision_at_80": precision_at_coverage(scores, correct, 0.8), "f1": f1, "n_entities": len(scores)}
+    return figures, (numpy.array(scores, dtype=float), numpy.array(correct, dtype=bool))
+
+
+# -- ours -----------------------------------------------------------------------------
+
+
+def ours_entities(nlp, dev_docs):
+    """Each dev Doc's entities with their probabilities (doc.spans["mlm_ner"])."""
+    inputs = [ner.fresh(nlp, d) for d in dev_docs]
+    out = []
+    for doc in nlp.pipe(inputs, batch_size=64):
+        group = doc.spans["mlm_ner"]
+        out.append([(s.start, s.end, s.label_, float(p)) for s, p in zip(group, group.attrs["scores"])])
+    return out
+
+
+def run_ours(args, crf, train_docs, calibration_docs, dev_docs, order):
+    from spacy.util import fix_random_seed
+
+    from spacy_mlm.evaluation.calibration import calibrate_entities
+
+    fix_random_seed(args.seed)
+    nlp = ner.build_ours(args.model, crf)
+    train_s = ner.train_spacy(nlp, ner.gold_examples(nlp, train_docs), order, args.lr, args.warmup)
+    before = ours_entities(nlp, dev_docs)
+    gold_calibration = [ner.fresh(nlp, d, with_ents=True) for d in calibration_docs]
+    report = calibrate_entities(nlp, gold_calibration)["ner"]
+    print(f"    calibrated on {len(calibration_docs)} held-out train sentences: temperature "
+          f"{report['temperature']:.3f}, NLL {report['nll_before']:.4f} -> {report['nll_after']:.4f}", flush=True)
+    return {"": before, "_cal": ours_entities(nlp, dev_docs)}, train_s, report["temperature"]
+
+
+# -- Hugging Face's pipeline ----------------------------------------------------------
+
+
+def hf_entities(pipe, dev_docs, aggregation):
+    """Each dev Doc's entities from Hugging Face's token-classification pipeline
+    (`aggregation_strategy`), mapped from characters back to words."""
+    texts, word_at, word_after = [], [], []
+    for doc in dev_docs:
+        words = [t.text for t in doc]
+        starts = numpy.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
+        texts.append(" ".join(words))
+        word_at.append({start: i for i, start in enumerate(starts)})
+        word_after.append({start + len(w): i + 1 for i, (start, w) in enumerate(zip(starts, words))})
+    out = []
+    found = pipe(texts, batch_size=64, aggregation_strategy=aggregation)
+    for at, after, ents in zip(word_at, word_after, found):
+        # an entity that cuts a word is no word span: left out (and so counted as missed)
+        spans = [(at.get(ent["start"]), after.get(ent["end"]), ent["entity_group"], float(ent["score"])) for ent in ents]
+        out.append([span for span in spans if span[0] is not None and span[1] is not None and span[1] > span[0]])
+    return out
+
+
+def run_hf(args, train_docs, dev_docs, order, labels):
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
+
+    seed_everything(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForTokenClassification.from_pretrained(
+        args.model, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={t: i for i, t in enumerate(labels)})
+    index = {t: i for i, t in enumerate(labels)}
+    words = [[t.text for t in d] for d in train_docs]
+    tags = [spans_to_tags(len(d), doc_entities(d), "BIO") for d in train_docs]
+    batches = (hf_encode(tokenizer, [words[i] for i in idx], [tags[i] for i in idx], index) for idx in order)
+    train_s = peers.hf_finetune(model, batches, len(order), args.lr, int(args.warmup * len(order)), log_every=100)
+    model.eval()
+    pipe = pipeline("token-classification", model=model, tokenizer=tokenizer, device=-1)
+    return {f"_{a}": hf_entities(pipe, dev_docs, a) for a in HF_AGGREGATIONS}, train_s
+
+
+# -- spaCy's spancat on our encoder ---------------------------------------------------
+
+
+def run_spancat(args, train_docs, dev_docs, order):
+    from spacy.tokens import Span
+    from spacy.training import Example
+    from spacy.util import fix_random_seed
+
+    fix_random_seed(args.seed)
+    nlp = ner.build_ours(args.model, False)
+    nlp.remove_pipe("ner")
+    nlp.add_pipe("spancat", config={
+        "spans_key": "sc", "threshold": 0.5, "max_positive": 1,
+        "suggester": {"@misc": "spacy.ngram_suggester.v1", "sizes": SPANCAT_SIZES},
+        "model": {"@architectures": "spacy.SpanCategorizer.v1",
+                  "reducer": {"@layers": "spacy.mean_max_reducer.v1", "hidden_size": 128},
+                  "scorer": {"@layers": "spacy.LinearLogistic.v1", "nO": None, "nI": None},
+                  "tok2vec": {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": "first"}},
+    })
+    examples = []
+    for d in train_docs:
+        reference = ner.fresh(nlp, d, with_ents=True)
+        reference.spans["sc"] = [Span(reference, e.start, e.end, e.label_) for e in reference.ents]
+        examples.append(Example(ner.fresh(nlp, d), reference))
+    train_s = ner.train_spacy(nlp, examples, order, args.lr, args.warmup)
+    out = []
+    for doc in nlp.pipe([ner.fresh(nlp, d) for d in dev_docs], batch_size=64):
+        group = doc.spans["sc"]
+        scores = numpy.asarray(group.attrs["scores"]).reshape(len(group), -1).max(axis=1) if len(group) else []
+        out.append([(s.start, s.end, s.label_, float(p)) for s, p in zip(group, scores)])
+    return {"": out}, train_s
+
+
+def main():
+    parser = BenchParser(__doc__)
+    ner.add_data_options(parser, n_dev=0)
+    parser.set_defaults(n_train=2000)
+    parser.add_argument("--n-calibration", type=int, default=1000,
+                        help="held-out training sentences (not in --n-train) the temperature is fitted on")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.lr(1e-4)
+    parser.add_argument("--warmup", type=float, default=0.1, help="warmup fraction of the steps")
+    parser.seeds(default=[0, 1, 2])
+    parser.systems(SYSTEMS)
+    parser.threads()
+    parser.quick("300 train / 200 calibration / 300 dev sentences, one seed")
+    parser.output("confidence", "confidence_quick", help="where reliability.png goes")
+    args = parser.parse_args()
+    if args.quick:
+        args.n_train, args.n_calibration, args.n_dev, args.seed_list = 300, 200, 300, args.seed_list[:1]
+
+    import spacy
+
+    from spacy_mlm.scoring.calibration import reliability_bins
+    from spacy_mlm.util.charts import reliability_chart
+
+    vocab = spacy.blank("en").vocab
+    runs, pooled, temperatures = {}, {}, {}
+    for seed in args.seed_list:
+        args.seed = seed
+        sample = ner.load_sentences(args.train, vocab, args.n_train + args.n_calibration, seed)
+        train_docs, calibration_docs = sample[: args.n_train], sample[args.n_train :]
+        dev_docs = ner.load_sentences(args.dev, vocab, args.n_dev, seed)
+        gold = [doc_entities(d) for d in dev_docs]
+        order = ner.batches(len(train_docs), args.batch_size, args.epochs, seed)
+        labels = make_tag_labels(sorted({e[2] for d in train_docs for e in doc_entities(d)}), "BIO")
+        print(f"== seed {seed}: {len(train_docs)} train sentences, {args.epochs} epoch(s), {len(order)} steps of "
+              f"{args.batch_size}, peak lr {args.lr}; {len(calibration_docs)} calibration sentences; "
+              f"{len(dev_docs)} dev sentences; torch threads {torch.get_num_threads()}", flush=True)
+        for system in args.systems:
+            print(f"-- {system}", flush=True)
+            with Stopwatch() as clock:
+                if system in ("ours", "ours_crf"):
+                    predicted, train_s, temperatures[f"{system}_{seed}"] = run_ours(
+                        args, system == "ours_crf", train_docs, calibration_docs, dev_docs, order)
+                elif system == "hf":
+                    predicted, train_s = run_hf(args, train_docs, dev_docs, order, labels)
+                else:
+                    predicted, train_s = run_spancat(args, train_docs, dev_docs, order)
+            for suffix, entities in predicted.items():
+                figures, (scores, correct) = scored_figures(entities, gold)
+                name = system + suffix
+                runs.setdefault(name, []).append({**figures, "train_s": train_s})
+                previous = pooled.get(name, (numpy.zeros(0), numpy.zeros(0, dtype=bool)))
+                pooled[name] = (numpy.concatenate([previous[0], scores]), numpy.concatenate([previous[1], correct]))
+                print(f"   {name}: ECE {figures['ece']:.4f}, area {figures['area']:.4f}, precision at 80% "
+                      f"{figures['precision_at_80']:.4f}, F1 {100 * figures['f1']:.2f} ({figures['n_entities']} "
+                      f"entities; {clock.seconds:.0f}s)", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    reliability_chart({name: reliability_bins(*data) for name, data in pooled.items()}, args.out / "reliability.png",
+                      f"entity scores on CoNLL-2003 dev ({len(args.seed_list)} seed(s) pooled)")
+    print(f"wrote {args.out / 'reliability.png'}", flush=True)
+    summary = {"budget": {"n_train": args.n_train, "n_calibration": args.n_calibration, "n_dev": args.n_dev,
+                          "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+                          "seeds": args.seed_list, "model": Path(args.model).name},
+               "temperatures": temperatures}
+    for name, per_seed in runs.items():
+        summary[name] = {key: dict(zip(("mean", "sd"), mean_and_sd([r[key] for r in per_seed])))
+                         for key in ("ece", "area", "precision_at_80", "f1", "train_s")}
+    print_result(summary)
+
+
+if __name__ == "__main__":
+    main()
