@@ -165,12 +165,13 @@ def score_spans(decoded: DecodedSequences, docs: List[Doc], request: SpanRequest
     for (b, s, e, label), p in zip(queries.tolist(), result.query_probs.tolist()):
         doc, offset = offsets[b]
         out[doc].entities.append((s + offset, e + offset, labels[label], p))
+    # an empty sequence was scored on one dummy position: nothing of it counts
     for b, expected in enumerate(result.expected_entities.tolist()):
-        out[offsets[b][0]].expected_entities += expected
+        out[offsets[b][0]].expected_entities += expected if decoded.lengths[b] else 0.0
     viterbi = {(offsets[b][0], s + offsets[b][1], e + offsets[b][1], label) for b, s, e, label in queries.tolist()}
     for (b, s, e, label), p in zip(result.candidates.tolist(), result.candidate_probs.tolist()):
         doc, offset = offsets[b]
-        if (doc, s + offset, e + offset, label) not in viterbi:
+        if e <= decoded.lengths[b] and (doc, s + offset, e + offset, label) not in viterbi:
             out[doc].alternatives.append((s + offset, e + offset, labels[label], p))
     for spans in out:
         spans.alternatives.sort(key=lambda span: -span[3])

@@ -144,3 +144,15 @@ def test_bad_settings_are_refused(tiny_model_dir):
         nlp.add_pipe("mlm_ner", name="ner2", config={"threshold": 1.5})
     with pytest.raises(SettingError, match="temperature"):
         nlp.add_pipe("mlm_ner", name="ner3", config={"temperature": 0})
+
+
+def test_an_empty_doc_has_no_spans_and_expects_no_entity(trained):
+    nlp, _ = trained
+    ner = nlp.get_pipe("ner")
+    ner.cfg["n_best"] = 5
+    try:
+        docs = list(nlp.pipe(["", TEXTS[0]]))
+    finally:
+        ner.cfg["n_best"] = None
+    assert len(docs[0].spans["mlm_ner"]) == 0 and docs[0].spans["mlm_ner"].attrs["expected_entities"] == 0.0
+    assert len(docs[1].spans["mlm_ner"]) > len(docs[1].ents)
