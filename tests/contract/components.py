@@ -360,10 +360,13 @@ SPACY_NER_MODEL = {"@architectures": "spacy.TransitionBasedParser.v2", "state_ty
                    "tok2vec": MEAN_LISTENER}
 
 
-def mlm_ner_case(id: str, crf: bool, bad_setting: BadSetting) -> ComponentCase:
+def mlm_ner_case(id: str, crf: bool, bad_setting: BadSetting, **settings) -> ComponentCase:
+    """`settings`: the component's other settings; `listener`: its model's tok2vec."""
+    listener = settings.pop("listener", {})
+    config = {"store_probs": True, **settings, "model": {"crf": crf, "tok2vec": listener}}
     return ComponentCase(
         id=id, factory="mlm_ner", name="ner",
-        pipeline=[ENCODER, ("ner", "mlm_ner", {"store_probs": True, "model": {"crf": crf}})],
+        pipeline=[ENCODER, ("ner", "mlm_ner", config)],
         examples=ner_examples, docs=single_docs, blank_docs=blank_single_docs,
         read=read_tagged_entities, check=check_tagged_entities, labels=("LOC", "ORG", "PER"),
         bad_setting=bad_setting, training=Training(learn_rate=5e-3, steps=6),
@@ -395,6 +398,10 @@ CASES: List[ComponentCase] = [
     mlm_ner_case("mlm_ner_softmax", crf=False,
                  bad_setting=BadSetting({"subword_loss": "most"}, "subword_loss", "most")),
     mlm_ner_case("mlm_ner_crf", crf=True, bad_setting=BadSetting({"scheme": "BIOX"}, "scheme", "BIOX")),
+    # every subword scored (its own listener), a word's scores the mean of its subwords' for the CRF
+    mlm_ner_case("mlm_ner_subwords_crf", crf=True, subword_decode="mean",
+                 listener={"@architectures": "spacy_mlm.EncoderPieceListener.v1"},
+                 bad_setting=BadSetting({"subword_decode": "last"}, "subword_decode", "last")),
     mlm_textcat_case("mlm_textcat", ("NEG", "POS"), exclusive=True, learn_rate=5e-3,
                      bad_setting=BadSetting({"class_weights": "even"}, "class_weights", "even"),
                      unknown="MIXED"),
