@@ -134,7 +134,7 @@ def main():
     parser.lr(5e-5)
     parser.add_argument("--n-conll-texts", type=int, default=0, help="CoNLL train sentences as unlabelled text (0: all)")
     parser.add_argument("--n-wiki", type=int, default=0, help="WikiText-2 paragraphs (0: all)")
-    parser.add_argument("--distill-steps", type=int, default=6000)
+    parser.add_argument("--distill-steps", type=int, default=4000)
     parser.add_argument("--distill-batch", type=int, default=32)
     parser.add_argument("--distill-lr", type=float, default=1e-4)
     parser.add_argument("--temperature", type=float, default=2.0)
