@@ -214,8 +214,11 @@ def crf_scaled_forward_backward(emissions, mask, start, transitions, end):
 
     A span's probability is then alpha_hat before it, the path through it and
     beta_hat after it, less c_e - c_{s-1}: every term stays near 0 however long
-    the document (give float64 inputs: c itself grows with the length)."""
-    alphas, betas = _forward_backward(emissions, mask, start, transitions, end)
+    the document. The recursions run in the scores' dtype (each position
+    shifted near 0, so float32 loses nothing that matters); everything after
+    them is float64, since c itself grows with the length."""
+    alphas, betas = (x.double() for x in _forward_backward(emissions, mask, start, transitions, end))
+    emissions, start, transitions, end = (x.double() for x in (emissions, start, transitions, end))
     alpha_hat = torch.log_softmax(alphas, dim=-1)
     beta_hat = torch.log_softmax(alphas + betas, dim=-1) - alpha_hat
     # c_t - c_{t-1}: the log-sum of one step from the normalised alpha_{t-1}

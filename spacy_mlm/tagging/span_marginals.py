@@ -165,11 +165,12 @@ def span_probabilities(
     spans whose probability is asked (e.g. the Viterbi entities; each costs the
     same, however long); min_prob: also return every span at least this
     probable (None: none; 0: every span, which costs the square of the
-    length). Computed in float64, returned on the emissions' device."""
+    length). The forward-backward recursions run in the scores' dtype, the
+    rest in float64; returned on the emissions' device."""
     device = emissions.device
+    alpha_hat, beta_hat, scale, log_z = crf_scaled_forward_backward(emissions, mask, start, transitions, end)
     em, start, transitions, end = (x.double() for x in (emissions, start, transitions, end))
     B, T, K = em.shape
-    alpha_hat, beta_hat, scale, log_z = crf_scaled_forward_backward(em, mask, start, transitions, end)
     lengths = mask.sum(dim=1)
     positions = torch.arange(T + 1, device=device)
     at_end = positions[None, :] == lengths[:, None]  # (B, T + 1): the position after the last token

@@ -116,3 +116,19 @@ def test_float32_scores_give_the_float64_probabilities():
     index = {tuple(c): p for c, p in zip(wide.candidates.tolist(), wide.candidate_probs.tolist())}
     for c, p in zip(narrow.candidates[keep].tolist(), narrow.candidate_probs[keep].tolist()):
         assert p == pytest.approx(index[tuple(c)], abs=1e-4)
+
+
+def test_a_long_float32_sequence_keeps_its_span_probabilities_consistent():
+    """The scale grows with the length; the spans over each token still add
+    up to its marginal of being inside an entity (spans under 1e-7 left out)."""
+    tags, em, mask, moves = case("BIO", True, seed=5, lengths=(3000,))
+    em, moves = em.float(), [m.float() for m in moves]
+    patterns = span_patterns(tags, "BIO")
+    result = span_probabilities(em, mask, *moves, patterns, min_prob=1e-7)
+    inside = torch.zeros(3000, dtype=torch.float64)
+    for (_, s, e, _), p in zip(result.candidates.tolist(), result.candidate_probs.tolist()):
+        inside[s:e] += p
+    marginals = crf_marginals(em.double(), mask, *(m.double() for m in moves))[0]
+    assert torch.allclose(inside, 1 - marginals[:, tags.index("O")], atol=1e-4)
+    assert float(result.expected_entities[0]) == pytest.approx(
+        float(sum(p for (_, s, e, _), p in zip(result.candidates.tolist(), result.candidate_probs.tolist()))), abs=1e-2)
