@@ -33,8 +33,10 @@ class WorkerFailed(SpacyMlmError):
 
 def describe_shard(number: int, records: Sequence[Record]) -> str:
     first, last = records[0], records[-1]
-    where = f"{first.file}, line {first.line}" + (f" to {last.file}, line {last.line}" if last is not first else "")
-    return f"shard {number} ({where})"
+    if last.file != first.file:
+        return f"shard {number} ({first.file}, line {first.line} to {last.file}, line {last.line})"
+    lines = f"lines {first.line} to {last.line}" if last.line != first.line else f"line {first.line}"
+    return f"shard {number} ({first.file}, {lines})"
 
 
 def _exit_with(driver_pid: int) -> None:

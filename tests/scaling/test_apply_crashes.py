@@ -40,6 +40,12 @@ def running(pid: int) -> bool:
         return False
 
 
+def end(pids):
+    """SIGKILL to those of `pids` still running (a failing test leaves no process behind)."""
+    for pid in filter(running, pids):
+        os.kill(pid, signal.SIGKILL)
+
+
 def write_input(path: Path) -> Path:
     """Records long enough (three texts each) that the job outlasts its first shard by seconds."""
     lines = [json.dumps({"text": f"{n} " + " ".join(TEXTS[(n + k) % len(TEXTS)] for k in range(3))})
@@ -101,7 +107,9 @@ def test_a_killed_driver_takes_its_workers_with_it_and_the_rerun_finishes(saved_
     deadline = time.time() + 10
     while any(map(running, workers)) and time.time() < deadline:
         time.sleep(0.05)
-    assert not any(map(running, workers))
+    survivors = list(filter(running, workers))
+    end(survivors)
+    assert survivors == []
     assert len(list(out.glob("shard-*.sha256"))) < RECORDS // SHARD_SIZE  # killed mid-job
     summary = inference.apply_pipeline(saved_pipelines["ner"], path, out, shard_size=SHARD_SIZE,
                                        output_format="jsonl", quiet=True)
@@ -113,12 +121,14 @@ def test_a_killed_worker_ends_the_job_naming_it_and_the_rerun_finishes(saved_pip
     """Before: the driver waited for the dead worker's output forever, saying nothing."""
     path, out = write_input(tmp_path / "in.jsonl"), tmp_path / "out"
     job = start_job(saved_pipelines["ner"], path, out)
-    victim = children(job.pid)[-1]
+    workers = children(job.pid)
+    victim = workers[-1]
     os.kill(victim, signal.SIGKILL)
     try:
         _, err = job.communicate(timeout=30)
     finally:
         job.kill()
+        end(workers)
     assert job.returncode == 1
     assert f"(pid {victim}) was killed by SIGKILL" in err and "rerun the same command" in err, err
     written = sorted(out.glob("shard-*.jsonl"))
