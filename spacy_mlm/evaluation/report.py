@@ -11,7 +11,8 @@ from spacy import displacy
 from spacy.tokens import Doc, Span
 
 from ..scoring.entities import Entity
-from ..util.charts import confusion_matrix_chart, grouped_bar_chart
+from ..scoring.calibration import reliability_bins
+from ..util.charts import confusion_matrix_chart, grouped_bar_chart, reliability_chart
 from ..util.io import atomic_write_text
 from .evaluate import Evaluation
 
@@ -87,8 +88,8 @@ def entities_html(entity_docs: Sequence[Tuple[Doc, List[Entity]]], n_docs: int) 
 
 def write_report(evaluation: Evaluation, report: Mapping, output_dir: Path, displacy_docs: int = 25) -> None:
     """OUTPUT_DIR/metrics.json (`report`, from `metrics_report`) and the
-    pictures: NER f1_per_type.png (baseline bars too) and entities.html;
-    classifiers confusion_matrix.png."""
+    pictures: NER f1_per_type.png (baseline bars too), entities.html and, for
+    scored entities (mlm_ner), reliability.png; classifiers confusion_matrix.png."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     data_name = evaluation.data.name
@@ -98,6 +99,12 @@ def write_report(evaluation: Evaluation, report: Mapping, output_dir: Path, disp
             series["baseline"] = {k: v["f"] for k, v in evaluation.baseline.scores["ents_per_type"].items()}
         grouped_bar_chart(series, output_dir / "f1_per_type.png", f"Entity F1 per type on {data_name}")
         atomic_write_text(output_dir / "entities.html", entities_html(evaluation.model.entity_docs, displacy_docs))
+        scored = {name: scores.entity_confidence for name, scores in (("model", evaluation.model),
+                                                                      ("baseline", evaluation.baseline))
+                  if scores is not None and scores.entity_confidence is not None}
+        if scored:
+            reliability_chart({name: reliability_bins(*pairs) for name, pairs in scored.items()},
+                              output_dir / "reliability.png", f"entity scores on {data_name}")
     else:
         confusion_matrix_chart(evaluation.model.confusion_matrix, evaluation.model.labels,
                                output_dir / "confusion_matrix.png", f"{evaluation.task} on {data_name}")

@@ -72,3 +72,10 @@ def test_uncertain_writes_the_least_sure_texts_in_a_shape_that_reads_back(saved,
             (e.start_char, e.end_char, e.label_) for e in doc.ents]
         assert [s["score"] for s in row["spans"]] == pytest.approx([e._.mlm_prob for e in doc.ents], abs=1e-5)
         assert all(row["text"][s["start"]:s["end"]] for s in row["spans"])
+
+
+def test_evaluate_draws_the_reliability_diagram_beside_its_other_pictures(saved, tmp_path):
+    result = CliRunner().invoke(app, ["evaluate", str(saved / "model"), str(saved / "data.conll"), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["scores"]["ents_ece"] >= 0.0
+    assert (tmp_path / "out" / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
