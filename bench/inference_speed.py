@@ -5,7 +5,7 @@ intra-op threads alike); and the accuracy cost of each precision, as deltas
 (points) against torch fp32, on a NER pipeline (CoNLL-2003, whole dev set) and a
 textcat pipeline (SST-2 dev), trained here or passed in.
 
-    .venv/bin/python bench/inference_speed.py [--quick] [--threads 1,2]
+    .venv/bin/python bench/inference_speed.py [--quick] [--threads 1,2] [--speed-only]
         [--ner-model DIR] [--textcat-model DIR] [--save-trained DIR] [--keep-fp32-layers 0,-1]
 
 Systems: spacy_trf (128-piece spans, stride 96), fp32 (torch), bf16 (torch
@@ -201,6 +201,8 @@ def main():
                         help="keep the pipelines trained here in DIR/ner and DIR/textcat (pass them back with "
                              "--ner-model / --textcat-model to score other int8 setups on the same pipelines)")
     parser.add_argument("--keep-fp32-layers", default="", help="int8: layers kept in fp32 (optimize's option)")
+    parser.add_argument("--speed-only", action="store_true",
+                        help="words/s only: no pipelines trained, the accuracy deltas left out (null)")
     parser.quick("unless given: 40 texts, one repeat, 1 thread; 300 / 160 training examples x 1 epoch; "
                 "300 / 100 dev examples for the pipelines trained here")
     args = parser.parse_args()
@@ -218,8 +220,11 @@ def main():
     }
     first = by_threads[min(by_threads)]
     torch.set_num_threads(min(by_threads))
-    with tempfile.TemporaryDirectory() as tmp:
-        ner_points, sst2, n_ner_dev, n_sst2_dev = accuracy_costs(args, args.model, Path(tmp))
+    if args.speed_only:
+        ner_points, sst2, n_ner_dev, n_sst2_dev = dict.fromkeys(SYSTEMS), dict.fromkeys(SYSTEMS), 0, 0
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            ner_points, sst2, n_ner_dev, n_sst2_dev = accuracy_costs(args, args.model, Path(tmp))
     layers = args.keep_fp32_layers or "none"
     summary = {
         "threads": min(by_threads),

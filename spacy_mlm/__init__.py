@@ -50,6 +50,7 @@ _EXPORTS = {
     "per_doc_counts": ("spacy_mlm.scoring.entities", "per_doc_counts"),
     "score_entities": ("spacy_mlm.scoring.entities", "score_entities"),
     "cosine_rows": ("spacy_mlm.util.vectors", "cosine_rows"),
+    "machine_info": ("spacy_mlm.util.machine", "machine_info"),  # the CPU a figure came from
     "make_tag_labels": ("spacy_mlm.tagging.schemes", "make_tag_labels"),
     "spans_to_tags": ("spacy_mlm.tagging.schemes", "spans_to_tags"),
     "tags_to_spans": ("spacy_mlm.tagging.schemes", "tags_to_spans"),

@@ -145,7 +145,7 @@ def print_result(figures: dict, digits: int = None) -> None:
     with the machine it was measured on under "machine" (CPU, its features that matter,
     cores, threads, torch's kernel level, library versions): a speed figure is a fact
     about a CPU as much as about the code."""
-    from spacy_mlm.util.machine import machine_info
+    from spacy_mlm import machine_info
 
     if digits is not None:
         figures = {key: round(value, digits) if isinstance(value, float) else value for key, value in figures.items()}
