@@ -137,7 +137,7 @@ def _unique_keys(pairs: List[Tuple[str, object]]) -> dict:
     last silently, so an id2label with an id twice would lose a label)."""
     repeated = [key for key, count in Counter(key for key, _ in pairs).items() if count > 1]
     if repeated:
-        raise ValueError(f"an object has the key {repeated[0]!r} more than once")
+        raise SpacyMlmError(f"an object has the key {repeated[0]!r} more than once")
     return dict(pairs)
 
 
