@@ -36,7 +36,10 @@ import torch
 from harness import ner, peers
 from harness.common import BenchParser, Stopwatch, mean_and_sd, print_result, seed_everything
 from ner_conll import hf_encode
-from spacy_mlm import doc_entities, make_tag_labels, score_entities, spans_to_tags
+from spacy_mlm import (
+    calibrate_entities, doc_entities, expected_calibration_error, make_tag_labels, precision_at_coverage,
+    precision_coverage_area, reliability_bins, reliability_chart, score_entities, spans_to_tags,
+)
 
 SYSTEMS = ("ours", "ours_crf", "hf", "spancat")
 HF_AGGREGATIONS = ("first", "average", "max")
@@ -46,8 +49,6 @@ SPANCAT_SIZES = [1, 2, 3, 4, 5, 6]
 def scored_figures(predicted, gold):
     """ECE, precision-coverage area, precision at 80% coverage and F1 of
     per-document lists of (start, end, label, score) against the gold entities."""
-    from spacy_mlm.scoring.calibration import expected_calibration_error, precision_at_coverage, precision_coverage_area
-
     scores, correct = [], []
     for entities, wanted in zip(predicted, gold):
         wanted = set(wanted)
@@ -75,8 +76,6 @@ def ours_entities(nlp, dev_docs):
 
 def run_ours(args, crf, train_docs, calibration_docs, dev_docs, order):
     from spacy.util import fix_random_seed
-
-    from spacy_mlm.evaluation.calibration import calibrate_entities
 
     fix_random_seed(args.seed)
     nlp = ner.build_ours(args.model, crf)
@@ -181,9 +180,6 @@ def main():
         args.n_train, args.n_calibration, args.n_dev, args.seed_list = 300, 200, 300, args.seed_list[:1]
 
     import spacy
-
-    from spacy_mlm.scoring.calibration import reliability_bins
-    from spacy_mlm.util.charts import reliability_chart
 
     vocab = spacy.blank("en").vocab
     runs, pooled, temperatures = {}, {}, {}

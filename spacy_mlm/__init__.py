@@ -50,6 +50,13 @@ _EXPORTS = {
     "per_doc_counts": ("spacy_mlm.scoring.entities", "per_doc_counts"),
     "score_entities": ("spacy_mlm.scoring.entities", "score_entities"),
     "cosine_rows": ("spacy_mlm.util.vectors", "cosine_rows"),
+    # Probabilities a user can act on: calibration error, precision by coverage, temperatures (docs/ner.md)
+    "expected_calibration_error": ("spacy_mlm.scoring.calibration", "expected_calibration_error"),
+    "reliability_bins": ("spacy_mlm.scoring.calibration", "reliability_bins"),
+    "precision_coverage_area": ("spacy_mlm.scoring.calibration", "precision_coverage_area"),
+    "precision_at_coverage": ("spacy_mlm.scoring.calibration", "precision_at_coverage"),
+    "calibrate_entities": ("spacy_mlm.evaluation.calibration", "calibrate_entities"),
+    "reliability_chart": ("spacy_mlm.util.charts", "reliability_chart"),
     "machine_info": ("spacy_mlm.util.machine", "machine_info"),  # the CPU a figure came from
     "make_tag_labels": ("spacy_mlm.tagging.schemes", "make_tag_labels"),
     "spans_to_tags": ("spacy_mlm.tagging.schemes", "spans_to_tags"),
