@@ -69,5 +69,6 @@ def run_ray(pipeline: str, shards: List[Shard], output_format: str, workers: int
         for row in dataset.iter_rows():
             yield int(row["shard"]), bytes(row["payload"])
     except ray.exceptions.RayError as err:
-        raise WorkerFailed(f"a Ray worker failed: {err}. The shards written so far are whole: rerun the same "
+        account = " ".join(str(err).split())  # Ray's: which actor, its pid and node, how it ended
+        raise WorkerFailed(f"a Ray worker failed: {account}. The shards written so far are whole: rerun the same "
                            "command to annotate the rest") from err

@@ -50,9 +50,11 @@ def job_changes(found: Dict, job: Dict) -> List[str]:
         before, now = found.get(key), job.get(key)
         if before == now:
             continue
-        if key == "input_files" and isinstance(before, dict):
+        if key in ("input_files", "pipeline_files") and not isinstance(before, dict):
+            changes.append(f"{key} not recorded (written by an earlier spacy-mlm)")
+        elif key == "input_files":
             changes += _file_changes("input file", before, now)
-        elif key == "pipeline_files" and isinstance(before, dict):
+        elif key == "pipeline_files":
             changes.append(f"the pipeline {job['pipeline']} changed "
                            f"({', '.join(_file_changes('file', before, now))})")
         else:
