@@ -36,7 +36,7 @@ def train_cli(
     (spaCy's own ner, tagger, textcat) are refused; freeze them to keep them."""
     from spacy.cli._util import import_code, parse_config_overrides
 
-    from ..training.distributed import launch_from_env
+    from ..engine.process_group import launch_from_env
 
     overrides = parse_config_overrides(ctx.args)
     import_code(code_path)
@@ -60,9 +60,8 @@ def train_data_parallel(config_path: Path, output_path: Optional[Path], gpu_id: 
     from spacy.training.initialize import init_nlp
     from spacy.training.loop import train as train_nlp
 
-    from ..training.distributed import (
-        broadcast_weights, check_synchronisable, data_parallel_training, start_process_group,
-    )
+    from ..engine.process_group import broadcast_parameters, start_process_group
+    from ..training.distributed import check_synchronisable, data_parallel_training, torch_modules
 
     use_gpu = group.local_rank if gpu_id >= 0 else -1
     start_process_group(group, use_gpu >= 0, timeout)
@@ -75,7 +74,7 @@ def train_data_parallel(config_path: Path, output_path: Optional[Path], gpu_id: 
         training = nlp.config.interpolate()["training"]
         outputs = contextlib.ExitStack()
         check_synchronisable(nlp, training["frozen_components"], training["accumulate_gradient"])
-        broadcast_weights(nlp)
+        broadcast_parameters(torch_modules(nlp))
         if group.main:
             if output_path is not None:
                 output_path.mkdir(parents=True, exist_ok=True)

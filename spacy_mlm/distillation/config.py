@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Union
 from thinc.api import Config
 
 from ..errors import SpacyMlmError
-from ..pretraining.checkpoint import flat_settings
+from ..engine.checkpoint import flat_settings
 from ..training.config_templates import distillation_defaults
 from ..util.settings import FLAG, INT, INTS, NUMBER, TEXT, TEXTS, check_setting, one_of, optional, read_config_file
 

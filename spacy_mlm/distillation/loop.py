@@ -1,33 +1,32 @@
-"""The distillation run: teachers, student, data, then one loop (`distill`).
+"""The distillation run: teachers, student, data, then the engine's loop (`distill`).
 
-The student's torch weights (its transformer and every head) step together with
-pretraining's optimizer (`pretraining.loop.make_optimizer`: fused AdamW without
-decay on biases and norms, linear warmup then decay) and its gradient clipping,
-whose state is saved and restored as pretraining's is, so a resumed run goes on
-exactly: same weights, optimizer moments, schedule, random state (dropout) and
-batches (`data.ItemStream`). Checkpoints are `checkpoints/step-NNNNNNNN/`
-directories written atomically: the student pipeline (`model/`), the training
-state (tensors and plain values, read back with `weights_only=True`) and the
-run record, which a resumed run must match unless `--force`.
+Distillation is an objective of the engine (`engine/trainer.py`): the student's
+torch weights (its transformer and every head) step together with the
+engine's optimizer and schedule (fused AdamW without decay on biases and
+norms, linear warmup then decay) and its gradient clipping, whose state is
+saved and restored as pretraining's is, so a resumed run goes on exactly:
+same weights, optimizer moments, schedule, random state (dropout) and batches
+(`data.ItemStream`). Checkpoints are the engine's (`engine/checkpoint.py`):
+the student pipeline (`model/`), the training state and the run record, which
+a resumed run must match unless `--force`.
 """
-import io
 import json
 import logging
-import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import spacy
 import torch
 from thinc.api import Config
 
 from ..errors import ModelLoadError, SpacyMlmError
-from ..pretraining.checkpoint import (
-    RUN_FILE, STATE_FILE, checkpoints, flat_settings, latest_checkpoint, load_resumable, restore_rng_state, rng_state,
+from ..engine.checkpoint import (
+    flat_settings, latest_checkpoint, load_resumable, restore_rng_state, rng_state, save_checkpoint,
 )
-from ..pretraining.loop import make_optimizer
-from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
+from ..engine.optimizer import adamw, warmup_linear
+from ..engine.trainer import Objective, Trainer, train
+from ..util.io import atomic_write_text, remove_left_overs
 from ..util.progress import Progress
 from ..util.save import save_atomically
 from .config import paths_of
@@ -51,20 +50,6 @@ def load_student(path: Path):
         return spacy.load(path)
     except Exception as err:  # spaCy and the components raise many kinds here
         raise ModelLoadError(path, f"cannot be loaded as the student pipeline ({type(err).__name__}: {err})") from None
-
-
-def save_checkpoint(root: Path, step: int, student, state: Dict[str, Any], keep: int, run: Dict[str, Any]) -> Path:
-    path = root / f"step-{step:08d}"
-    with atomic_directory(path) as tmp:
-        student.to_disk(tmp / "model")
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        (tmp / STATE_FILE).write_bytes(buffer.getvalue())
-        (tmp / RUN_FILE).write_text(json.dumps(run, indent=1, sort_keys=True), encoding="utf8")
-    atomic_write_text(root / "latest", path.name + "\n")
-    for old in checkpoints(root)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return path
 
 
 def run_differences(saved: Dict[str, Any], current: Dict[str, Any]) -> List[str]:
@@ -95,6 +80,27 @@ def torch_module_of(student, name: str) -> torch.nn.Module:
     return torch_module(student.get_pipe(name).model)
 
 
+class DistillationObjective(Objective):
+    """Distillation as the engine's objective: a step's texts and labelled Docs
+    with the teachers' outputs for them; the gradients are filled through the
+    student's listeners (`step.student_gradients`), not from one loss."""
+
+    def __init__(self, student, encoder: str, components: List[str], teachers: Teachers, cache: TeacherCache,
+                 stream: ItemStream, texts: List[str], gold: List, section):
+        self.student, self.encoder, self.components, self.teachers, self.cache = student, encoder, components, teachers, cache
+        self.stream, self.texts, self.gold, self.section = stream, texts, gold, section
+
+    def batches(self, step: int) -> List[tuple]:
+        text_items, gold_items = self.stream.items(step, self.section["batch_size"])
+        gold_batch = [self.gold[i - len(self.texts)] for i in gold_items]
+        docs = [self.student.make_doc(self.texts[i]) for i in text_items] + [eg.predicted for eg in gold_batch]
+        return [(docs, gold_batch, batch_outputs(self.teachers, self.cache, step, text_items + gold_items, docs))]
+
+    def backward(self, batch) -> Dict[str, float]:
+        docs, gold_batch, targets = batch
+        return student_gradients(self.student, self.encoder, self.components, docs, gold_batch, targets, self.section)
+
+
 def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool = False, force: bool = False) -> Path:
     """Train the student; return the directory of the final pipeline (`output_dir/model`)."""
     section = config["distillation"]
@@ -109,7 +115,7 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
     resumed = load_resumable(ckpt_root, load_student) if resume else None
     if resume and resumed is None:
         logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
-    student = resumed.mlm if resumed is not None else build_student(teacher_paths[0], section["student"], output_dir)
+    student = resumed.model if resumed is not None else build_student(teacher_paths[0], section["student"], output_dir)
     encoder, components = encoder_name(student.config), distilled_components(student)
     teachers = Teachers(teacher_paths, section["teacher_precision"], section["temperature"],
                         hidden=bool(section["hidden_weight"]))
@@ -128,11 +134,12 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
             logger.warning("--force: resuming with %s", line)
     modules = trained_modules(student, encoder, components)
     device = next(modules.parameters()).device
-    optimizer, scheduler = make_optimizer(modules, section["optimizer"], section["max_steps"])
+    optimizer = adamw(modules.parameters(), section["optimizer"])
+    trainer = Trainer(modules, optimizer, warmup_linear(optimizer, section["optimizer"]["warmup_steps"],
+                                                        section["max_steps"]), section["optimizer"]["max_grad_norm"])
     torch.manual_seed(section["seed"])
     if resumed is not None:
-        optimizer.load_state_dict(resumed.state["optimizer"])
-        scheduler.load_state_dict(resumed.state["scheduler"])
+        trainer.load_state(resumed.state)
         restore_rng_state(resumed.state["rng"], device)
         step, history = resumed.state["step"], resumed.state["history"]
         logger.info("Resumed from %s at step %d", resumed.path, step)
@@ -143,32 +150,23 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
     logger.info("Distilling %s into a %d-layer student over %d texts and %d labelled Docs",
                 ", ".join(teacher_paths), modules[0].config.num_hidden_layers, len(texts), len(gold))
 
-    def checkpoint() -> None:
-        state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(device),
-                 "step": step, "history": history}
-        save_checkpoint(ckpt_root, step, student, state, section["keep_checkpoints"], run)
-        atomic_write_text(output_dir / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in history))
-
-    bar = Progress(section["max_steps"], "distill", "steps", initial=step, quiet=quiet, logs_above=True)
-    started = time.time()
-    while step < section["max_steps"]:
-        text_items, gold_items = stream.items(step, section["batch_size"])
-        gold_batch = [gold[i - len(texts)] for i in gold_items]
-        docs = [student.make_doc(texts[i]) for i in text_items] + [eg.predicted for eg in gold_batch]
-        targets = batch_outputs(teachers, cache, step, text_items + gold_items, docs)
-        losses = student_gradients(student, encoder, components, docs, gold_batch, targets, section)
-        torch.nn.utils.clip_grad_norm_(modules.parameters(), section["optimizer"]["max_grad_norm"])
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        history.append({"step": step, **losses, "lr": scheduler.get_last_lr()[0]})
+    def after_step(step: int, reports: List[Dict[str, float]]) -> bool:
+        losses = reports[-1]
+        history.append({"step": step, **losses, "lr": trainer.rate})
         bar.update(1)
         bar.set_postfix(", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
         if step % section["log_every"] == 0:
             logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in history[-1].items() if k != "step"))
         if (section["checkpoint_every"] and step % section["checkpoint_every"] == 0) or step == section["max_steps"]:
-            checkpoint()
+            state = {**trainer.state(), "rng": rng_state(device), "step": step, "history": history}
+            save_checkpoint(ckpt_root, step, student.to_disk, state, section["keep_checkpoints"], run)
+            atomic_write_text(output_dir / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in history))
+        return False
+
+    bar = Progress(section["max_steps"], "distill", "steps", initial=step, quiet=quiet, logs_above=True)
+    started = time.time()
+    objective = DistillationObjective(student, encoder, components, teachers, cache, stream, texts, gold, section)
+    train(trainer, objective, step, section["max_steps"], after_step)
     bar.close()
     final = output_dir / "model"
     save_atomically(student, final)

@@ -31,7 +31,7 @@ with the same update as the dense step (decoupled weight decay; with L2 added
 to the gradient every row changes at every step, so the gradient is made dense).
 
 In a data-parallel run where each process steps only the weights it owns
-(`training/shared_memory.py`), a module's gradient norm is not the norm of
+(`engine/shared_memory.py`), a module's gradient norm is not the norm of
 the gradients this process holds: the run gives the squared norm of each
 module's whole gradient (`give_squared_norm`) before the step, and clipping
 uses it.

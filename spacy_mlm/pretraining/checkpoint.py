@@ -1,38 +1,17 @@
-"""Checkpoints that survive kill -9.
-
-Each checkpoint is a new directory `checkpoints/step-NNNNNNNN/` written through
-`atomic_directory`, so it either exists complete or not at all. It holds an HF
-model directory (`model/`, usable on its own), `training_state.pt`: optimizer,
-scheduler, RNG states (CPU, and CUDA where the run is on a GPU), the objective's own
-parts (NSP head; replaced-token detection's generator and head), the
-step (which fixes the data position, see `data.ExampleStream`) and history, all
-tensors and plain values, so that resuming loads it with
-`torch.load(weights_only=True)`, which builds no other objects and so runs no
-code a tampered file could carry; and `run.json`, what makes the run the run
-(its settings and a digest of its data), which a resumed run must match.
-
-Resuming takes the newest checkpoint that loads: one damaged after it was
-written (a full disk, a bad copy) is skipped with a warning for the one before.
+"""What makes a pretraining run the run, for its checkpoints (the engine's
+format, `engine/checkpoint.py`: the HF model, the training state, `run.json`):
+its settings and digests of its data, which a resumed run must match, and its
+history beside them (metrics.jsonl, curves.png).
 """
 import hashlib
 import io
 import json
-import logging
-import re
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List
 
-import torch
+from ..engine.checkpoint import flat_settings
+from ..util.io import atomic_write_bytes, atomic_write_text
 
-from ..errors import ModelLoadError, SpacyMlmError
-from ..models.hf import MaskedLM, load_mlm_model, save_mlm_model
-from ..util.io import atomic_directory, atomic_write_bytes, atomic_write_text
-
-logger = logging.getLogger(__name__)
-STATE_FILE = "training_state.pt"
-RUN_FILE = "run.json"
 # Settings a resumed run may change: how long it runs, how often it reports and
 # saves, where it runs, how a batch is split (the gradient is the same). Every
 # other one (data, batch size, seed, masking, sequence length, model, optimizer,
@@ -42,83 +21,6 @@ FREE_ON_RESUME = frozenset(
     ("max_steps", "max_time", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every", "device",
      "grad_accumulation_steps")
 )
-STEP_DIR = re.compile(r"^step-(\d+)$")
-# how torch's weights_only unpickler names a class it refused to build
-UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
-
-
-def checkpoints(root: Path) -> List[Path]:
-    """Complete checkpoints under `root`, oldest first."""
-    if not root.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and (p / STATE_FILE).exists()]
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(root: Path) -> Optional[Path]:
-    found = checkpoints(root)
-    return found[-1] if found else None
-
-
-def save_checkpoint(
-    root: Path, step: int, mlm: MaskedLM, state: Dict[str, Any], keep: int, run: Optional[Dict[str, Any]] = None
-) -> Path:
-    path = root / f"step-{step:08d}"
-    with atomic_directory(path) as tmp:
-        save_mlm_model(mlm, tmp / "model")
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        (tmp / STATE_FILE).write_bytes(buffer.getvalue())
-        if run is not None:
-            (tmp / RUN_FILE).write_text(json.dumps(run, indent=1, sort_keys=True), encoding="utf8")
-    atomic_write_text(root / "latest", path.name + "\n")
-    for old in checkpoints(root)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return path
-
-
-@dataclass
-class Resumed:
-    """A checkpoint to continue from, loaded."""
-
-    path: Path
-    state: Dict[str, Any]
-    mlm: MaskedLM
-    run: Optional[Dict[str, Any]]  # None for checkpoints written before run.json existed
-
-
-def load_resumable(root: Path, load_model: Callable[[Path], MaskedLM] = load_mlm_model) -> Optional[Resumed]:
-    """The newest checkpoint under `root` whose training state, model (read by
-    `load_model`: the discriminator's loader for replaced-token detection) and
-    run record all load (None if there is no checkpoint); a damaged newer one is
-    skipped with a warning. If none loads, a SpacyMlmError lists why."""
-    failures = []
-    for path in reversed(checkpoints(root)):
-        try:
-            resumed = Resumed(path, load_training_state(path), load_model(path / "model"), _read_run(path))
-        except ModelLoadError as err:
-            logger.warning("Checkpoint %s cannot be resumed from, skipping it: %s", path.name, err)
-            failures.append(str(err))
-            continue
-        if failures:
-            logger.warning("Resuming from %s, the newest checkpoint that loads", path)
-        return resumed
-    if failures:
-        raise SpacyMlmError(f"no checkpoint in {root} can be resumed from: " + "; ".join(failures))
-    return None
-
-
-def _read_run(path: Path) -> Optional[Dict[str, Any]]:
-    file = path / RUN_FILE
-    if not file.exists():
-        return None
-    try:
-        run = json.loads(file.read_text(encoding="utf8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ModelLoadError(file, f"is not valid JSON ({err})") from None
-    if not isinstance(run, dict) or not isinstance(run.get("settings"), dict):
-        raise ModelLoadError(file, "should hold a JSON object with the run's 'settings'")
-    return run
 
 
 def corpus_digest(documents: Dict[str, Iterable[Iterable[str]]]) -> str:
@@ -130,17 +32,6 @@ def corpus_digest(documents: Dict[str, Iterable[Iterable[str]]]) -> str:
         for document in documents[lang]:
             digest.update(("\n".join(document) + "\x00").encode("utf8"))
     return digest.hexdigest()
-
-
-def flat_settings(section: Dict[str, Any], prefix: str) -> Dict[str, Any]:
-    """Nested settings as {"pretraining.masking.rate": 0.15, ...}."""
-    flat: Dict[str, Any] = {}
-    for key, value in section.items():
-        if isinstance(value, dict):
-            flat.update(flat_settings(value, f"{prefix}.{key}"))
-        else:
-            flat[f"{prefix}.{key}"] = value
-    return flat
 
 
 def run_record(settings: Dict[str, Any], train_docs, dev_docs) -> Dict[str, Any]:
@@ -176,38 +67,6 @@ def run_differences(saved: Dict[str, Any], current: Dict[str, Any]) -> List[str]
         if saved.get("data", {}).get(part) not in (None, current["data"][part]):
             lines.append(f"the {part} documents differ from the run's (same paths, other content?)")
     return lines
-
-
-def rng_state(device: torch.device) -> Dict[str, Optional[torch.Tensor]]:
-    """This process's random state: the CPU generator's and, on a GPU, its device's
-    (dropout on a GPU draws from the device generator)."""
-    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
-
-
-def restore_rng_state(saved, device: torch.device) -> None:
-    """Set what `rng_state` saved (a bare tensor: a checkpoint from before CUDA
-    states were kept, CPU only); a CUDA state is restored only onto a GPU."""
-    saved = {"cpu": saved, "cuda": None} if isinstance(saved, torch.Tensor) else saved
-    torch.set_rng_state(saved["cpu"])
-    if device.type == "cuda":
-        if saved.get("cuda") is None:
-            logger.warning("The checkpoint holds no CUDA random state (it ran on the CPU): GPU dropout starts afresh")
-        else:
-            torch.cuda.set_rng_state(saved["cuda"], device)
-
-
-def load_training_state(path: Path) -> Dict[str, Any]:
-    file = path / STATE_FILE
-    try:
-        return torch.load(str(file), map_location="cpu", weights_only=True)
-    except Exception as err:  # pickle and torch raise many kinds here
-        found = UNSAFE_GLOBAL.search(str(err))
-        reason = f"it would have to call or construct {found.group(1)}" if found else f"{type(err).__name__}: {str(err)[:200]}"
-        raise ModelLoadError(
-            file,
-            f"cannot be loaded as a training state of tensors and plain values ({reason}); "
-            "it is damaged or was not written by spacy_mlm pretrain",
-        ) from None
 
 
 def write_history(output_dir: Path, history: List[Dict[str, Any]]) -> None:

@@ -1,26 +1,32 @@
-"""The pretraining run: data, model, optimizer, then one loop (`pretrain`).
+"""The pretraining run: data and model, then the engine's loop (`pretrain`).
 
-Works the same in one process and under `torchrun` (PyTorch DDP; gloo on CPU,
-nccl on GPU). `batch_size` is the effective batch of an optimizer step; each
-process takes its rows of it and splits them into `grad_accumulation_steps`
-micro-batches. Losses are sums divided by the number of predictions in the whole
-effective batch, so the gradient is the same however the batch is split. The
+Works the same in one process and under `torchrun` (the engine's process group
+and gradient reducer: gloo on CPU, nccl on GPU). `batch_size` is the effective
+batch of an optimizer step; each process takes its rows of it and splits them
+into `grad_accumulation_steps` micro-batches (`PretrainingObjective`). Losses
+are sums divided by the number of predictions in the whole effective batch, so
+the gradient is the same however the batch is split. The model of the
 objective (`objective = "mlm"`: `objectives.PretrainingModel`; `"rtd"`:
 `rtd.ReplacedTokenDetection`) is the one thing that differs between the two.
 """
-import contextlib
 import logging
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
 from thinc.api import Config
-from transformers import get_linear_schedule_with_warmup
 
+from ..engine.checkpoint import (
+    Resumed, latest_checkpoint, load_resumable, restore_rng_state, rng_state, save_checkpoint,
+)
+from ..engine.optimizer import adamw, warmup_linear
+from ..engine.process_group import ProcessGroup, join_launch
+from ..engine.trainer import Objective, Trainer, train
 from ..errors import SpacyMlmError
 from ..models.encoder import cpu_has_bf16
 from ..models.hf import (
@@ -31,10 +37,7 @@ from ..readers.corpus import read_corpus
 from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
 from ..util.machine import emulated_bf16_note
 from ..util.progress import Progress
-from .checkpoint import (
-    Resumed, latest_checkpoint, load_resumable, restore_rng_state, rng_state, run_differences, run_record,
-    save_checkpoint, write_history,
-)
+from .checkpoint import run_differences, run_record, write_history
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
 from .masking import MaskedBatch, unigram_distribution, uniform_distribution
 from .objectives import SUMMED, ObjectiveSums, PretrainingModel, metrics, set_output_bias
@@ -43,41 +46,6 @@ from .tokenizer import train_tokenizer
 
 logger = logging.getLogger(__name__)
 EVAL_SEED = 2**31 - 1  # the held-out masks never change during a run
-
-
-@dataclass
-class Distributed:
-    rank: int = 0
-    world: int = 1
-
-    @classmethod
-    def from_env(cls, device: torch.device) -> "Distributed":
-        """The process group of a `torchrun` launch (none in one process). On GPUs
-        the process's own GPU is made current first: NCCL and its object
-        collectives work on the current device."""
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world == 1:
-            return cls()
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        if not torch.distributed.is_initialized():
-            torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
-        return cls(torch.distributed.get_rank(), world)
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            torch.distributed.barrier()
-
-    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` summed over the processes, in place: a tensor where the model
-        runs, which is where NCCL (GPU) and gloo (CPU) both take it."""
-        if self.world > 1:
-            torch.distributed.all_reduce(tensor)
-        return tensor
 
 
 @dataclass
@@ -100,7 +68,7 @@ class PendingSteps:
         self.counts.append((step, n_pred, n_pairs, n_scored, lr))
         self.nsp, self.rtd = objective.nsp_loss is not None, objective.rtd_loss is not None
 
-    def read(self, dist: Distributed, out_of_time: bool) -> Tuple[List[Dict[str, float]], bool]:
+    def read(self, dist: ProcessGroup, out_of_time: bool) -> Tuple[List[Dict[str, float]], bool]:
         """(the pending steps' history rows, whether any process is out of time)."""
         late = self.sums[-1].new_tensor([float(out_of_time)])
         totals = dist.sum(torch.cat([torch.stack(self.sums).flatten(), late])).tolist()
@@ -144,7 +112,7 @@ def model_loader(cfg):
     return load_discriminator if cfg["objective"] == "rtd" else load_mlm_model
 
 
-def get_model(cfg, output_dir: Path, train_docs, dist: Distributed) -> MaskedLM:
+def get_model(cfg, output_dir: Path, train_docs, dist: ProcessGroup) -> MaskedLM:
     """From `source`, else built from scratch with a tokenizer trained on the
     corpus (by the first process; the others load what it saved)."""
     torch.manual_seed(cfg["seed"])  # whatever is initialised here (a missing MLM head, a scratch model)
@@ -235,20 +203,6 @@ def evaluate(model, batches, device: torch.device, precision: str = "fp32") -> D
     return row
 
 
-def make_optimizer(model: torch.nn.Module, opt_cfg, max_steps: int):
-    """AdamW (fused) without decay on biases and LayerNorm weights, warmup then linear decay."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": opt_cfg["weight_decay"]},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
-    # the fused kernel does the same update in one pass over the weights (foreach: ~6 passes)
-    optimizer = torch.optim.AdamW(
-        groups, lr=opt_cfg["learning_rate"], betas=(opt_cfg["beta1"], opt_cfg["beta2"]), eps=opt_cfg["eps"], fused=True
-    )
-    return optimizer, get_linear_schedule_with_warmup(optimizer, opt_cfg["warmup_steps"], max_steps)
-
-
 def freeze_encoder(mlm_model: torch.nn.Module, frozen: bool) -> None:
     """Freeze (or unfreeze) everything but the output heads: the base model
     (`bert`, `roberta`, ...) holds the encoder and the input embeddings, which
@@ -289,7 +243,7 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     device = pick_device(cfg["device"])
     if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # under torchrun: the process's own GPU
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-    dist = Distributed.from_env(device)
+    dist = join_launch(device)
     ckpt_root = output_dir / "checkpoints"
     if dist.main:  # what killed runs left: temporary files and directories, replaced checkpoints
         for left in remove_left_overs(output_dir) + remove_left_overs(ckpt_root):
@@ -303,7 +257,7 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     train_docs, dev_docs = read_documents(cfg["corpus"])
     run = run_record(cfg, train_docs, dev_docs)
     changes = check_same_run(resumed, run, force) if resumed is not None else []
-    mlm = resumed.mlm if resumed is not None else get_model(cfg, output_dir, train_docs, dist)
+    mlm = resumed.model if resumed is not None else get_model(cfg, output_dir, train_docs, dist)
     tokenizer = mlm.tokenizer
     limit = max_positions(mlm.model, tokenizer)
     if cfg["max_length"] > limit:
@@ -352,6 +306,48 @@ def objective_model(cfg, mlm: MaskedLM, unigram: np.ndarray) -> torch.nn.Module:
     return PretrainingModel(mlm.model, next_sentence=cfg["next_sentence"])
 
 
+class PretrainingObjective(Objective):
+    """Pretraining as the engine's objective: a step's global batch (the
+    stream's examples at that step, masks and sampling noise seeded by (seed,
+    step)), this process's micro-batches of it, and the loss of the model of
+    the objective on one, over the whole step's counts."""
+
+    def __init__(self, model: torch.nn.Module, stream, masking: MaskingSettings, tokenizer, cfg, dist: ProcessGroup,
+                 device: torch.device, micro: int):
+        self.model, self.stream, self.masking, self.tokenizer = model, stream, masking, tokenizer
+        self.cfg, self.dist, self.device, self.micro = cfg, dist, device, micro
+        self.counts = (0, 0, 0)  # the step's predictions, pairs and scored positions, over every process
+
+    def batches(self, step: int) -> Iterator[Tuple[Batch, MaskedBatch, Optional[np.ndarray]]]:
+        cfg, micro, accum = self.cfg, self.micro, self.cfg["grad_accumulation_steps"]
+        global_batch = collate(self.stream.global_batch(step, cfg["batch_size"]), self.tokenizer)
+        masked = self.masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
+        noise = self.model.sampling_noise(masked.input_ids.shape, np.random.default_rng([cfg["seed"], step, 1]))
+        self.counts = (int(masked.chosen.sum()), cfg["batch_size"], n_positions(global_batch))
+        for k in range(accum):
+            lo = (self.dist.rank * accum + k) * micro
+            part = MaskedBatch(masked.input_ids[lo : lo + micro], masked.labels[lo : lo + micro], None)
+            yield global_batch.rows(lo, lo + micro), part, None if noise is None else noise[lo : lo + micro]
+
+    def loss(self, batch) -> Tuple[torch.Tensor, ObjectiveSums]:
+        n_pred, n_pairs, n_scored = self.counts
+        rows, masked, noise = batch
+        with forward_precision(self.device, self.cfg["precision"]):  # the forward only; backward follows its dtypes
+            sums = self.model(**to_inputs(rows, masked, self.device, noise))
+        loss = sums.mlm_loss / n_pred
+        if sums.nsp_loss is not None:
+            loss = loss + sums.nsp_loss / n_pairs
+        if sums.rtd_loss is not None:
+            loss = loss + self.model.discriminator_weight * sums.rtd_loss / n_scored
+        return loss, sums
+
+    def state(self) -> Dict[str, object]:
+        return self.model.objective_state()
+
+    def load_state(self, state: Dict[str, object]) -> None:
+        self.model.load_objective_state(state)
+
+
 def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = False, force: bool = False) -> Path:
     """Train; return the directory of the final HF model (`output_dir/model`).
     Progress (a bar on a terminal, with log records above it; periodic lines
@@ -361,20 +357,22 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     cfg, device, dist, model, mlm, stream, dev_examples, masking, resumed, run, changes = prepare(
         config, output_dir, resume, force
     )
-    tokenizer = mlm.tokenizer
     batch_size, accum = cfg["batch_size"], cfg["grad_accumulation_steps"]
     if batch_size % (dist.world * accum):
         raise SpacyMlmError(f"batch_size {batch_size} is not divisible by processes x accumulation ({dist.world} x {accum})")
     micro = batch_size // (dist.world * accum)
-    optimizer, scheduler = make_optimizer(model, cfg["optimizer"], cfg["max_steps"])
-    eval_batches = evaluation_batches(dev_examples, tokenizer, masking, micro, cfg["eval_sequences"], model)
+    optimizer = adamw(model.parameters(), cfg["optimizer"])
+    # built before the encoder is frozen for head_only_steps: the reducer sums what trains later too
+    trainer = Trainer(model, optimizer, warmup_linear(optimizer, cfg["optimizer"]["warmup_steps"], cfg["max_steps"]),
+                      cfg["optimizer"]["max_grad_norm"], dist)
+    objective = PretrainingObjective(model, stream, masking, mlm.tokenizer, cfg, dist, device, micro)
+    eval_batches = evaluation_batches(dev_examples, mlm.tokenizer, masking, micro, cfg["eval_sequences"], model)
     step, history = 0, []
     torch.manual_seed(cfg["seed"] + dist.rank)
     if resumed is not None:
         state = resumed.state
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        model.load_objective_state(state)
+        trainer.load_state(state)
+        objective.load_state(state)
         if len(state["rng"]) == dist.world:  # else dropout noise simply starts afresh
             restore_rng_state(state["rng"][dist.rank], device)
         step, history = state["step"], state["history"]
@@ -385,67 +383,38 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
             atomic_write_text(output_dir / f"config.before-step-{step:08d}.cfg", previous.read_text(encoding="utf8"))
         atomic_write_text(previous, config.to_str())
     heads_first = step < cfg["head_only_steps"]  # False once a resumed run is past them
-    # weights frozen for some steps are unused then: DDP must look for them. DDP syncs only the
-    # weights that train when it is built, so the encoder is frozen after it.
-    net = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=heads_first) if dist.world > 1 else model
     if heads_first:
         logger.info("Steps %d-%d train the output heads only", step + 1, cfg["head_only_steps"])
         freeze_encoder(mlm.model, True)
 
-    def checkpoint():
-        rng = [None] * dist.world
-        if dist.world > 1:
-            torch.distributed.all_gather_object(rng, rng_state(device))
-        else:
-            rng = [rng_state(device)]
+    def checkpoint(step: int) -> None:
+        rng = dist.gather(rng_state(device))
         if dist.main:
-            state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng,
-                     **model.objective_state(), "step": step, "examples_seen": step * batch_size, "history": history}
-            save_checkpoint(output_dir / "checkpoints", step, mlm, state, cfg["keep_checkpoints"], run)
+            state = {**trainer.state(), "rng": rng, **objective.state(), "step": step,
+                     "examples_seen": step * batch_size, "history": history}
+            save_checkpoint(output_dir / "checkpoints", step, partial(save_mlm_model, mlm), state,
+                            cfg["keep_checkpoints"], run)
             write_history(output_dir, history)
         dist.barrier()
 
     if step == 0 and cfg["eval_every"] and dist.main:
         history.append({"step": 0, **evaluate(model, eval_batches, device, cfg["precision"])})  # the starting point of the curves
     model.train()
-    started, stop, pending = time.time(), False, PendingSteps()
+    started, pending = time.time(), PendingSteps()
     bar = Progress(cfg["max_steps"], "pretrain", "steps", initial=step, quiet=quiet or not dist.main, logs_above=True)
-    while step < cfg["max_steps"] and not stop:
+
+    def after_step(step: int, reports: List[ObjectiveSums]) -> bool:
+        """Log, evaluate and checkpoint when due; True to stop (out of time)."""
+        bar.update(1)
+        pending.add(step, sum_reports(reports), reports[-1], *objective.counts, trainer.rate)
         if heads_first and step == cfg["head_only_steps"]:
             freeze_encoder(mlm.model, False)
-        global_batch = collate(stream.global_batch(step, batch_size), tokenizer)
-        masked = masking.apply(global_batch, np.random.default_rng([cfg["seed"], step]))
-        noise = model.sampling_noise(masked.input_ids.shape, np.random.default_rng([cfg["seed"], step, 1]))
-        n_pred, n_pairs, n_scored = int(masked.chosen.sum()), batch_size, n_positions(global_batch)
-        step_sums = 0.0
-        for k in range(accum):
-            lo = (dist.rank * accum + k) * micro
-            part = MaskedBatch(masked.input_ids[lo : lo + micro], masked.labels[lo : lo + micro], None)
-            sync = k == accum - 1 or dist.world == 1
-            with contextlib.nullcontext() if sync else net.no_sync():
-                with forward_precision(device, cfg["precision"]):  # the forward only; backward follows its dtypes
-                    sums = net(**to_inputs(global_batch.rows(lo, lo + micro), part, device,
-                                           None if noise is None else noise[lo : lo + micro]))
-                loss = sums.mlm_loss / n_pred
-                if sums.nsp_loss is not None:
-                    loss = loss + sums.nsp_loss / n_pairs
-                if sums.rtd_loss is not None:
-                    loss = loss + model.discriminator_weight * sums.rtd_loss / n_scored
-                (loss * dist.world).backward()
-            step_sums = step_sums + sums.stacked()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["optimizer"]["max_grad_norm"])
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        bar.update(1)
-        pending.add(step, step_sums, sums, n_pred, n_pairs, n_scored, scheduler.get_last_lr()[0])
         out_of_time = bool(cfg["max_time"]) and time.time() - started > cfg["max_time"]
         evaluating = cfg["eval_every"] and (step % cfg["eval_every"] == 0 or step == cfg["max_steps"])
         saving = (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0) or step == cfg["max_steps"]
         # one process stops on its own clock at once; under torchrun the processes agree at the next read
         if not (step % cfg["log_every"] == 0 or evaluating or saving or (out_of_time and dist.world == 1)):
-            continue
+            return False
         rows, stop = pending.read(dist, out_of_time)
         row = rows[-1]
         if cfg["eval_every"] and (evaluating or stop) and dist.main:
@@ -455,7 +424,10 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
         if dist.main and (step % cfg["log_every"] == 0 or "eval_loss" in row):
             logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
         if saving or stop:
-            checkpoint()
+            checkpoint(step)
+        return stop
+
+    train(trainer, objective, step, cfg["max_steps"], after_step)
     bar.close()
     final = output_dir / "model"
     if dist.main:
@@ -465,3 +437,11 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
         logger.info("Saved the model to %s", final)
     dist.barrier()
     return final
+
+
+def sum_reports(reports: List[ObjectiveSums]) -> torch.Tensor:
+    """A step's sums over its micro-batches, added in order where the model runs."""
+    total = 0.0
+    for sums in reports:
+        total = total + sums.stacked()
+    return total

@@ -35,10 +35,12 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import torch
 
+from ..engine.optimizer import adamw, warmup_linear
+from ..engine.trainer import Objective, Trainer, train
 from ..errors import SpacyMlmError
 from ..models.hf import load_backbone
 from ..util.io import atomic_directory
@@ -208,6 +210,21 @@ def sense_tuning_loss(model, tokenizer, encoded, settings: SenseTuneSettings, rn
                     settings.temperature)
 
 
+class SenseTuningObjective(Objective):
+    """Sense tuning as the engine's objective: one batch of targets a step
+    (drawn from `batches`), its InfoNCE loss over the two views."""
+
+    def __init__(self, model, tokenizer, batches: Iterator[List], settings: SenseTuneSettings, rng: random.Random):
+        self.model, self.tokenizer, self.stream, self.settings, self.rng = model, tokenizer, batches, settings, rng
+
+    def batches(self, step: int) -> List[List]:
+        return [next(self.stream)]
+
+    def loss(self, encoded: List) -> Tuple[torch.Tensor, float]:
+        loss = sense_tuning_loss(self.model, self.tokenizer, encoded, self.settings, self.rng)
+        return loss, float(loss.detach())
+
+
 # -- the run ------------------------------------------------------------------------------------------------------
 
 def word_occurrences(sentences: Iterable[str], min_chars: int = 3) -> Dict[str, List[Tuple[str, int, int]]]:
@@ -277,26 +294,19 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
         n_sentences = len(encoded)
     logger.info("sense tuning on %d sentences, %d steps of %d", n_sentences, settings.steps, settings.batch_size)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learn_rate, weight_decay=settings.weight_decay)
-
-    def rate(step: int) -> float:
-        if step < settings.warmup_steps:
-            return (step + 1) / settings.warmup_steps
-        return max(0.0, (settings.steps - step) / max(1, settings.steps - settings.warmup_steps))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    optimizer = adamw(model.parameters(), {"learning_rate": settings.learn_rate, "beta1": 0.9, "beta2": 0.999,
+                                           "eps": 1e-8, "weight_decay": settings.weight_decay})
+    trainer = Trainer(model, optimizer, warmup_linear(optimizer, settings.warmup_steps, settings.steps), 1.0)
     losses: List[float] = []
     start = time.time()
-    for step in range(settings.steps):
-        loss = sense_tuning_loss(model, tokenizer, next(batches), settings, rng)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(float(loss.detach()))
-        if not quiet and (step + 1) % max(1, settings.steps // 20) == 0:
-            logger.info("step %d/%d loss %.4f (%.0f s)", step + 1, settings.steps, losses[-1], time.time() - start)
+
+    def after_step(step: int, reports: List[float]) -> bool:
+        losses.extend(reports)
+        if not quiet and step % max(1, settings.steps // 20) == 0:
+            logger.info("step %d/%d loss %.4f (%.0f s)", step, settings.steps, losses[-1], time.time() - start)
+        return False
+
+    train(trainer, SenseTuningObjective(model, tokenizer, batches, settings, rng), 0, settings.steps, after_step)
     model.eval()
     tenth = max(1, len(losses) // 10)
     summary = {"first_loss": sum(losses[:tenth]) / tenth, "last_loss": sum(losses[-tenth:]) / tenth,

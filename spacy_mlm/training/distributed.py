@@ -17,7 +17,7 @@ run is active (`data_parallel_training`):
 * the losses: a component's loss is a mean over its batch (annotated tokens,
   rows, known cells); `step_sum` (`util/global_batch.py`) makes the denominator the count over the whole
   global batch, so each process's gradient is its part of the one-process
-  gradient, and their sum (`GradientReducer`, training/gradient_sync.py:
+  gradient, and their sum (`GradientReducer`, engine/gradient_sync.py:
   through shared memory on one machine's CPUs, else collectives; complete
   after `nlp.update` and before any optimizer step, so a failing collective
   never leaves one module stepped and another not) is the one-process
@@ -38,10 +38,7 @@ the rest.
 """
 import contextlib
 import logging
-import os
 import random
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
@@ -52,7 +49,8 @@ from thinc.api import Model
 
 from ..errors import SpacyMlmError
 from ..util.global_batch import summed_over_processes
-from .gradient_sync import GradientReducer
+from ..engine.gradient_sync import GradientReducer
+from ..engine.process_group import ProcessGroup
 
 logger = logging.getLogger(__name__)
 
@@ -61,47 +59,7 @@ class DataParallelError(SpacyMlmError):
     """A pipeline or setting that data-parallel training cannot run as one process would."""
 
 
-@dataclass(frozen=True)
-class ProcessGroup:
-    """This process's place in a torchrun launch."""
-
-    rank: int
-    world: int
-    local_rank: int
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
 _active: Optional[ProcessGroup] = None  # set while `data_parallel_training` runs
-
-
-def launch_from_env() -> Optional[ProcessGroup]:
-    """The torchrun launch this process belongs to (WORLD_SIZE, RANK,
-    LOCAL_RANK), or None when it runs alone."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return None
-    return ProcessGroup(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
-
-
-def start_process_group(group: ProcessGroup, gpu: bool, timeout_s: float) -> None:
-    """NCCL between GPUs (this process's GPU made current first: NCCL and the
-    object collectives work on the current device), gloo between CPUs. A
-    collective that waits longer than `timeout_s` for a peer fails."""
-    if gpu:
-        torch.cuda.set_device(group.local_rank)
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if gpu else "gloo", timeout=timedelta(seconds=timeout_s))
-
-
-def broadcast_weights(nlp: Language) -> None:
-    """Every torch module of the pipeline takes the first process's weights
-    (they are the same already when initialisation is seeded; this makes sure)."""
-    for module in torch_modules(nlp):
-        for tensor in list(module.parameters()) + list(module.buffers()):
-            torch.distributed.broadcast(tensor.data, src=0)
 
 
 def check_same_weights(nlp: Language) -> None:
@@ -323,7 +281,7 @@ def data_parallel_training(group: ProcessGroup, seed: Optional[int], shared_memo
     summed before each torch step, and `spacy.training.loop.train` trains
     this process's shares (see the module's docstring). `shared_memory`:
     sum and step through shared memory where every process can
-    (`training/shared_memory.py`), else with collectives."""
+    (`engine/shared_memory.py`), else with collectives."""
     global _active
     original = spacy_loop.train_while_improving
     spacy_loop.train_while_improving = _data_parallel_steps(original, group, seed, shared_memory)

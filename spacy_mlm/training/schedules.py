@@ -8,7 +8,9 @@ both (one number, one place). spaCy resolves that reference everywhere but in
 `sgd=`) go through it, and thinc's `warmup_linear.v1`, typed `total_steps: int`,
 then fails validation on the string '${training.max_steps}'.
 
-`spacy_mlm.warmup_linear.v1` is the same schedule, and also accepts the
+`spacy_mlm.warmup_linear.v1` is the same schedule (the engine's,
+`engine/optimizer.warmup_linear_rate`, which pretraining, sense tuning and
+distillation follow), and also accepts the
 unresolved reference: the warmup does not depend on the total, so those steps
 are produced as usual, and the first step that needs the total is an error
 saying how to build the optimizer from the interpolated config. `spacy train`
@@ -18,15 +20,8 @@ from typing import Iterator, Union
 
 from spacy.util import registry
 
+from ..engine.optimizer import warmup_linear_rate
 from ..errors import SpacyMlmError
-
-
-def warmup_linear_rate(step: int, initial_rate: float, warmup_steps: int, total_steps: int) -> float:
-    """Linear warmup from 0 to `initial_rate` over `warmup_steps`, then a linear
-    decline to 0 at `total_steps` (thinc's `warmup_linear.v1`)."""
-    if step < warmup_steps:
-        return initial_rate * step / max(1, warmup_steps)
-    return initial_rate * max(0.0, (total_steps - step) / max(1.0, total_steps - warmup_steps))
 
 
 def unresolved_total_error(total_steps: str) -> SpacyMlmError:

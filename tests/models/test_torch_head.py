@@ -74,7 +74,7 @@ def test_the_listener_hands_torch_heads_tensors_and_other_models_thinc_arrays(en
 
 def test_a_module_whose_weights_share_one_buffer_saves_and_loads():
     # as during data-parallel training on one machine's CPUs, where every weight is a view of one
-    # shared buffer (training/shared_memory.py) and rank 0 saves model-best meanwhile: safetensors
+    # shared buffer (engine/shared_memory.py) and rank 0 saves model-best meanwhile: safetensors
     # takes tensors that share a buffer without overlapping
     from spacy_mlm.models.torch_shim import TorchShim
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM
 
-from spacy_mlm.pretraining.checkpoint import latest_checkpoint, load_training_state
+from spacy_mlm.engine.checkpoint import latest_checkpoint, load_training_state
 from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.loop import pretrain
 

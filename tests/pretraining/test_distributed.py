@@ -1,5 +1,6 @@
-"""The same run in 2 processes (torchrun, DDP over gloo on CPU) and in 1 process
-with the same effective batch follows the same loss trajectory."""
+"""The same run in 2 processes (torchrun, the engine's gradient reducer over gloo
+on CPU) and in 1 process with the same effective batch follows the same loss
+trajectory, and the one the old loop (torch DDP) followed."""
 import os
 import subprocess
 import sys
@@ -11,11 +12,12 @@ from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.loop import pretrain
 
 from .conftest import cli_args, read_history, tiny_overrides
+from .test_engine_regression import RECORDED_TWO_PROCESSES, assert_recorded
 
 
 @pytest.mark.parametrize("head_only_steps", [0, 2])
 def test_two_processes_match_one(tmp_path, corpus_file, still_model_dir, head_only_steps):
-    """Also with head_only_steps, whose frozen encoder DDP must not wait for."""
+    """Also with head_only_steps, whose frozen encoder the reducer must not wait for."""
     settings = tiny_overrides(corpus_file, still_model_dir, **{
         "pretraining.max_steps": 5, "pretraining.eval_every": 5, "pretraining.checkpoint_every": 0,
         "pretraining.head_only_steps": head_only_steps})
@@ -30,3 +32,6 @@ def test_two_processes_match_one(tmp_path, corpus_file, still_model_dir, head_on
     np.testing.assert_allclose([r.get("loss", 0) for r in ddp], [r.get("loss", 0) for r in single], rtol=1e-4)
     np.testing.assert_allclose(ddp[-1]["eval_loss"], single[-1]["eval_loss"], rtol=1e-4)
     assert single[-1]["loss"] != single[1]["loss"]  # it did train
+    if head_only_steps == 2:
+        losses, eval_loss, sums = RECORDED_TWO_PROCESSES
+        assert_recorded(tmp_path / "ddp", [[x] for x in losses], eval_loss, sums)

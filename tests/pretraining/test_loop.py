@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from spacy_mlm.errors import SpacyMlmError
-from spacy_mlm.pretraining.checkpoint import load_training_state
+from spacy_mlm.engine.checkpoint import load_training_state
 from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.data import MaskingSettings
 from spacy_mlm.pretraining.loop import pretrain

@@ -7,7 +7,7 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
 from spacy_mlm.models.hf import load_mlm_model, save_mlm_model
-from spacy_mlm.pretraining.checkpoint import save_checkpoint
+from spacy_mlm.engine.checkpoint import save_checkpoint
 from spacy_mlm.pretraining.objectives import set_output_bias
 
 
@@ -43,7 +43,7 @@ def test_the_source_pooler_survives_pretraining_outputs_and_checkpoints(tiny_mod
     assert loaded.head_initialised and set(loaded.pooler) == {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
     assert not hasattr(loaded.model, "kept_pooler") and "pooler" not in dict(loaded.model.bert.named_children())
     save_mlm_model(loaded, tmp_path / "final")
-    save_checkpoint(tmp_path / "checkpoints", 1, loaded, {"step": 1}, keep=1)
+    save_checkpoint(tmp_path / "checkpoints", 1, lambda path: save_mlm_model(loaded, path), {"step": 1}, keep=1)
     for out in (tmp_path / "final", tmp_path / "checkpoints" / "step-00000001" / "model"):
         torch.testing.assert_close(AutoModel.from_pretrained(str(out)).pooler.dense.weight, expected, rtol=0, atol=0)
         reloaded = load_mlm_model(out)  # and AutoModelForMaskedLM still loads it whole

@@ -9,7 +9,7 @@ import time
 import numpy as np
 from transformers import AutoModelForMaskedLM
 
-from spacy_mlm.pretraining.checkpoint import checkpoints
+from spacy_mlm.engine.checkpoint import checkpoints
 from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.loop import pretrain
 

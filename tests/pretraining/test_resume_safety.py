@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from spacy_mlm.errors import SpacyMlmError
-from spacy_mlm.pretraining.checkpoint import STATE_FILE, checkpoints, restore_rng_state, rng_state
+from spacy_mlm.engine.checkpoint import STATE_FILE, checkpoints, restore_rng_state, rng_state
+from spacy_mlm.engine.process_group import ProcessGroup
 from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.loop import pretrain
 from spacy_mlm.util.io import remove_left_overs
@@ -199,5 +200,5 @@ def test_a_scratch_tokenizer_killed_while_saved_leaves_none_to_reuse(tmp_path, m
     monkeypatch.setattr(loop, "train_tokenizer", lambda *args: DiesWhileSaving())
     cfg = load_pretraining_config(None, {"paths.train": str(corpus_file)})["pretraining"]
     with pytest.raises(KeyboardInterrupt):
-        loop.get_model(cfg, tmp_path, {"all": [["A line."]]}, loop.Distributed())
+        loop.get_model(cfg, tmp_path, {"all": [["A line."]]}, ProcessGroup())
     assert not (tmp_path / "tokenizer").exists() and not list(tmp_path.glob(".tokenizer.*"))

@@ -10,7 +10,8 @@ from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
 from spacy_mlm.errors import SpacyMlmError
 from spacy_mlm.models.hf import load_discriminator
-from spacy_mlm.pretraining.checkpoint import load_training_state, run_differences
+from spacy_mlm.engine.checkpoint import load_training_state
+from spacy_mlm.pretraining.checkpoint import run_differences
 from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.loop import pretrain
 from spacy_mlm.pretraining.masking import IGNORE_INDEX

@@ -15,7 +15,7 @@ import srsly
 import spacy_mlm  # noqa: F401
 from spacy_mlm.errors import ModelLoadError
 from spacy_mlm.models.hf import load_backbone, load_mlm_model, load_tokenizer
-from spacy_mlm.pretraining.checkpoint import STATE_FILE, load_training_state
+from spacy_mlm.engine.checkpoint import STATE_FILE, load_training_state
 
 from .payloads import LeavesAMarker
 

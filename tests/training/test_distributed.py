@@ -17,8 +17,9 @@ from thinc.api import Config
 
 from spacy_mlm.readers.conll import load_ner_docs
 from spacy_mlm.testing import make_tiny_bert
+from spacy_mlm.engine.process_group import ProcessGroup
 from spacy_mlm.training.distributed import (
-    DataParallelError, ProcessGroup, check_synchronisable, padded_shares, rank_share, torch_modules,
+    DataParallelError, check_synchronisable, padded_shares, rank_share, torch_modules,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""`GradientReducer` (training/gradient_sync.py) on 2 gloo processes: the
+"""`GradientReducer` (engine/gradient_sync.py) on 2 gloo processes: the
 gradients it leaves equal a dense all-reduce of every gradient exactly, with
 embedding rows that the processes touch apart and in common (dense gradients,
 and row gradients that one process has), the other weights summed through
@@ -14,13 +14,13 @@ import tempfile
 
 import pytest
 
-from spacy_mlm.training import shared_memory
+from spacy_mlm.engine import shared_memory
 
 WORKER = '''
 import json, sys
 import torch, torch.distributed as dist
 from spacy_mlm.models import torch_stepper
-from spacy_mlm.training.gradient_sync import GradientReducer
+from spacy_mlm.engine.gradient_sync import GradientReducer
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -210,7 +210,7 @@ SHARED_MODULE_WORKER = '''
 import json, sys
 import torch, torch.distributed as dist
 from spacy_mlm.models import torch_stepper
-from spacy_mlm.training.gradient_sync import GradientReducer
+from spacy_mlm.engine.gradient_sync import GradientReducer
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -255,7 +255,7 @@ FAILED_MAPPING_WORKER = '''
 import json, os, sys, time
 from datetime import timedelta
 import torch, torch.distributed as dist
-from spacy_mlm.training import shared_memory
+from spacy_mlm.engine import shared_memory
 
 shared_memory.SHARED_DIR = sys.argv[1]
 dist.init_process_group("gloo", timeout=timedelta(seconds=10))

@@ -1,5 +1,5 @@
 """Summing a data-parallel step's gradients over the processes
-(`training/distributed.py`) with less communication than one all-reduce of
+(`training/distributed.py`, `engine/trainer.py`) with less communication than one all-reduce of
 every gradient, the sum staying the one a dense all-reduce gives.
 
 Measured on MiniLM NER (notes of issue 36), one blocking all-reduce of every
@@ -27,7 +27,7 @@ them) cost two CPU processes about as much as the half of the step each saves.
 * **shared memory**: where every process trains on this machine's CPU, the
   other weights are summed through a mapped file instead, after backward, and
   each process sums and steps only its own range of them, then passes the
-  stepped weights on (`training/shared_memory.py`; `share_weights`): cheaper
+  stepped weights on (`engine/shared_memory.py`; `share_weights`): cheaper
   than gloo's TCP all-reduce even with its overlap, and the optimizer's work
   divided (MiniLM NER on 2 cores, notes of issue 36). Collectives remain for
   several machines and for GPUs (NCCL).

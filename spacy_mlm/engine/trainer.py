@@ -1,0 +1,112 @@
+"""The one training loop of every torch run outside spaCy's: pretraining (masked
+LM, NSP, replaced-token detection), sense tuning and distillation.
+
+What differs between them is an `Objective`: this process's micro-batches of a
+step, the loss of one (its gradient is what trains), and what a checkpoint
+keeps of it beyond the model. Everything else is the `Trainer`'s, alike for
+all: gradients accumulated over the micro-batches, summed over the processes
+of a `torchrun` launch (`gradient_sync.GradientReducer`, the data-parallel
+mechanism of `spacy_mlm train`), the global norm clipped, one AdamW step and
+one step of the warmup-linear schedule (`optimizer.py`), and the optimizer
+and schedule states a checkpoint keeps (`checkpoint.py`).
+
+Losses are sums over a micro-batch divided by counts over the whole step (all
+micro-batches, all processes), so the summed gradient is the one of the
+whole batch in one process, however the batch is split. The reducer sums
+through collectives, not shared memory: through shared memory each process
+would step only its own part of the weights and hold only its part of the
+optimizer's moments (ZeRO stage 1), which a checkpoint would first have to
+gather, and the clip would need the whole gradient's norm from the others.
+"""
+from typing import Any, Callable, Dict, Iterable, List, Tuple
+
+import torch
+
+from .gradient_sync import GradientReducer
+from .process_group import ProcessGroup, broadcast_parameters
+
+
+class Objective:
+    """What a run trains for. `batches` and `loss` are the objective's own;
+    `backward` may be replaced where the gradients are not a loss's
+    (distillation fills them through spaCy's listeners)."""
+
+    def batches(self, step: int) -> Iterable[Any]:
+        """This process's micro-batches of `step` (a pure function of the step, so a resumed run goes on alike)."""
+        raise NotImplementedError
+
+    def loss(self, batch: Any) -> Tuple[torch.Tensor, Any]:
+        """(the loss to differentiate, what the run reports of the batch)."""
+        raise NotImplementedError
+
+    def backward(self, batch: Any) -> Any:
+        loss, report = self.loss(batch)
+        loss.backward()
+        return report
+
+    def state(self) -> Dict[str, Any]:
+        """What a checkpoint keeps beyond the model and the optimizer (tensors and plain values)."""
+        return {}
+
+    def load_state(self, state: Dict[str, Any]) -> None:
+        """Restore what `state` gave."""
+
+
+class Trainer:
+    """The weights of `model` stepped by `optimizer` and `schedule` (a torch
+    LR scheduler), the gradient's global norm clipped to `max_grad_norm`;
+    summed over the processes of `group` first (which start from the first
+    process's weights). Build it before freezing any weight that trains
+    later: the reducer sums the weights that train now."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedule, max_grad_norm: float,
+                 group: ProcessGroup = ProcessGroup()):
+        self.model, self.optimizer, self.schedule, self.max_grad_norm = model, optimizer, schedule, max_grad_norm
+        self.reducer = None
+        if group.world > 1:
+            broadcast_parameters([model])  # every process starts from the first's weights
+            self.reducer = GradientReducer([model], shared_memory=False)
+
+    @property
+    def rate(self) -> float:
+        return self.schedule.get_last_lr()[0]
+
+    def step(self, objective: Objective, step: int) -> List[Any]:
+        """Train one step; the reports of its micro-batches."""
+        if self.reducer is not None:
+            self.reducer.begin()
+        reports = [objective.backward(batch) for batch in objective.batches(step)]
+        if self.reducer is not None:
+            self.reducer.finish()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        self.schedule.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return reports
+
+    def state(self) -> Dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.schedule.state_dict()}
+
+    def load_state(self, state: Dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["scheduler"])
+
+    def close(self) -> None:
+        if self.reducer is not None:
+            self.reducer.close()
+
+
+def train(trainer: Trainer, objective: Objective, step: int, max_steps: int,
+          after_step: Callable[[int, List[Any]], bool]) -> int:
+    """Steps from `step` to `max_steps`; after each, `after_step(steps done,
+    reports)` logs, evaluates, checkpoints, and says whether to stop early.
+    Returns the number of steps done."""
+    try:
+        while step < max_steps:
+            reports = trainer.step(objective, step)
+            step += 1
+            if after_step(step, reports):
+                break
+    finally:
+        trainer.close()
+    return step
