@@ -30,6 +30,16 @@ def expected_errors(doc) -> float:
     return sum(float(group.attrs["expected_errors"]) for group in doc.spans.values() if SPAN_PROB_ATTR in group.attrs)
 
 
+def is_uncertain_file(path: Path) -> bool:
+    """An earlier OUTPUT of uncertain: empty, or JSON lines with "meta" holding "expected_errors"."""
+    try:
+        with path.open(encoding="utf8") as f:
+            first = f.readline()
+        return not first or "expected_errors" in json.loads(first).get("meta", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 @app.command("uncertain", short_help="The texts an NER pipeline is least sure of, for annotation.")
 def uncertain_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline with an mlm_ner component"),
@@ -63,7 +73,7 @@ def uncertain_cli(
     if not entity_recognizers(nlp):
         raise SpacyMlmError(f"{model} has no mlm_ner component: its entities carry no probability")
     with claim_output(output, "uncertain", directory=False, inputs=[model, texts], force=force,
-                      recognise=lambda path: path.suffix == ".jsonl"):
+                      recognise=is_uncertain_file):
         records, _ = read_records(texts, text_key=text_key, max_length=nlp.max_length)
         docs = track(nlp.pipe((r.text for r in records), batch_size=batch_size), len(records), "uncertain",
                      "texts", quiet=quiet)

@@ -79,3 +79,15 @@ def test_evaluate_draws_the_reliability_diagram_beside_its_other_pictures(saved,
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["scores"]["ents_ece"] >= 0.0
     assert (tmp_path / "out" / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_uncertain_replaces_its_own_output_but_no_other_file(saved, tmp_path):
+    (tmp_path / "texts.jsonl").write_text(json.dumps({"text": DATA[0][0]}) + "\n", encoding="utf8")
+    other = tmp_path / "notes.jsonl"
+    other.write_text('{"text": "my own annotations"}\n', encoding="utf8")
+    args = ["uncertain", str(saved / "model"), str(tmp_path / "texts.jsonl")]
+    result = CliRunner().invoke(app, args + [str(other)])
+    assert result.exit_code != 0 and other.read_text(encoding="utf8") == '{"text": "my own annotations"}\n'
+    for _ in range(2):
+        result = CliRunner().invoke(app, args + [str(tmp_path / "out.jsonl")])
+        assert result.exit_code == 0, result.output
