@@ -91,6 +91,13 @@ def test_document_and_its_sentences_in_context_get_the_same_results(nlp, gold_do
     assert [(e.start, e.end, e.label_) for e in doc.ents] == [
         (start + e.start, start + e.end, e.label_) for start, s in zip(offsets, sentences) for e in s.ents
     ]
+    # each entity's probability, and the expected number of entities, are its sentence's
+    group = doc.spans["mlm_ner"]
+    assert [(s.start, s.end, s.label_) for s in group] == [(e.start, e.end, e.label_) for e in doc.ents]
+    np.testing.assert_allclose(group.attrs["scores"], np.concatenate(
+        [s.spans["mlm_ner"].attrs["scores"] for s in sentences]), atol=1e-5)
+    assert group.attrs["expected_entities"] == pytest.approx(
+        sum(s.spans["mlm_ner"].attrs["expected_entities"] for s in sentences), abs=1e-4)
 
 
 def test_context_never_leaks_onto_context_tokens(nlp, gold_docs):
