@@ -91,3 +91,16 @@ def test_uncertain_replaces_its_own_output_but_no_other_file(saved, tmp_path):
     for _ in range(2):
         result = CliRunner().invoke(app, args + [str(tmp_path / "out.jsonl")])
         assert result.exit_code == 0, result.output
+
+
+def test_calibrate_without_output_replaces_the_pipeline_in_place(saved, tmp_path):
+    import shutil
+
+    shutil.copytree(saved / "model", tmp_path / "model")
+    result = CliRunner().invoke(app, ["calibrate", str(tmp_path / "model"), str(saved / "data.conll")])
+    assert result.exit_code == 0, result.output
+    assert f"saved {tmp_path / 'model'}" in result.output
+    nlp = spacy.load(tmp_path / "model")
+    assert nlp.get_pipe("ner").cfg["temperature"] != 1.0
+    assert [(e.start, e.end, e.label_) for e in nlp(DATA[1][0]).ents] == [
+        (e.start, e.end, e.label_) for e in spacy.load(saved / "model")(DATA[1][0]).ents]
