@@ -8,7 +8,7 @@ from typing import List, Optional, Union
 
 from ..errors import SpacyMlmError
 from ..readers.corpus import corpus_files
-from ..util.outputs import claim_output, mark_output
+from ..util.outputs import check_output, claim_output, mark_output
 from ..util.progress import Progress
 from .annotation import pipeline_max_length
 from .engines import run_local, run_ray
@@ -76,13 +76,15 @@ def apply_pipeline(
     if gpus_per_worker < 0 or (gpus_per_worker and engine != "ray"):
         raise SpacyMlmError(f"gpus_per_worker must be >= 0 and needs engine ray, got {gpus_per_worker} with {engine!r}")
     pipeline, input_path, output_dir = Path(pipeline).resolve(), Path(input_path).resolve(), Path(output_dir)
+    # apply adds shards to its output, never replaces it: an input inside it stays
+    checks = dict(directory=True, inputs=[pipeline, input_path], replaces_whole=False, force=force,
+                  recognise=lambda path: (path / MANIFEST).is_file())
+    check_output(output_dir, "apply", **checks)  # before any work; again under the lock
     records, bad = read_records(input_path, text_key, on_bad_record, pipeline_max_length(str(pipeline)), encoding)
     shards = split_shards(records, shard_size)
     job = describe_job(pipeline, input_path, corpus_files(input_path), records=len(records), shard_size=shard_size,
                        format=output_format, text_key=text_key, encoding=encoding)
-    # apply adds shards to its output, never replaces it: an input inside it stays
-    with claim_output(output_dir, "apply", directory=True, inputs=[pipeline, input_path], replaces_whole=False,
-                      force=force, recognise=lambda path: (path / MANIFEST).is_file()):
+    with claim_output(output_dir, "apply", **checks):
         claim_output_dir(output_dir, job, force)
         mark_output(output_dir, "apply")  # now: a killed run's shards are apply's to resume
         states = {n: shard_state(shard_path(output_dir, n, output_format)) for n in range(len(shards))}

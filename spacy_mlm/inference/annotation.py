@@ -20,7 +20,7 @@ def pipeline_max_length(pipeline: str) -> int:
     """`nlp.max_length` of the saved pipeline, which spaCy enforces on every
     text (E088). The pipeline is loaded without its components (cheap), so that
     a callback of its config that changes the limit is counted."""
-    components = spacy.util.load_config(Path(pipeline) / "config.cfg")["nlp"]["pipeline"]
+    components = spacy.util.load_config(Path(pipeline) / "config.cfg").get("nlp", {}).get("pipeline", [])
     return spacy.load(pipeline, exclude=list(components)).max_length
 
 
