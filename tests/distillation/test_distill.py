@@ -227,3 +227,14 @@ def test_the_shipped_config_is_what_init_config_writes(tmp_path):
     assert result.exit_code == 0, result.output
     section = load_distillation_config(tmp_path / "d.cfg")["distillation"]
     assert section["temperature"] == 2.0 and section["student"]["keep_every"] == 2
+
+
+def test_an_int8_teacher_runs_on_onnx_runtime(ner_teacher):
+    teachers = Teachers([str(ner_teacher)], "int8", 2.0, hidden=False)
+    encoder = teachers.pipelines[0].get_pipe("encoder").model
+    assert (encoder.attrs["backend"], encoder.attrs["precision"]) == ("onnx", "int8")
+    int8 = teachers.outputs(HELD_OUT)
+    fp32 = Teachers([str(ner_teacher)], "fp32", 2.0, hidden=False).outputs(HELD_OUT)
+    for a, b in zip(int8, fp32):
+        torch.testing.assert_close(a["ner"].sum(dim=-1), torch.ones(len(a["ner"])), atol=1e-5, rtol=0)
+        assert (a["ner"] - b["ner"]).abs().max() < 0.1
