@@ -85,9 +85,22 @@ class Teachers:
         return outputs
 
     def identity(self, precision: str) -> Dict:
-        """What the outputs depend on besides the data (the cache's name)."""
-        return {"teachers": [str(Path(p).resolve()) for p in self.paths], "precision": precision,
+        """What the outputs depend on besides the data (the cache's name): the
+        teachers' files themselves, so a teacher retrained in place is not taken
+        for the one whose outputs were cached."""
+        return {"teachers": [directory_digest(Path(p)) for p in self.paths], "precision": precision,
                 "temperature": self.temperature, "hidden": self.hidden}
+
+
+def directory_digest(directory: Path) -> str:
+    """sha256 of every file below `directory` (relative names and contents)."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(f"\x00{file.relative_to(directory).as_posix()}\x00".encode("utf8"))
+        with open(file, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 class TeacherCache:

@@ -238,3 +238,26 @@ def test_an_int8_teacher_runs_on_onnx_runtime(ner_teacher):
     for a, b in zip(int8, fp32):
         torch.testing.assert_close(a["ner"].sum(dim=-1), torch.ones(len(a["ner"])), atol=1e-5, rtol=0)
         assert (a["ner"] - b["ner"]).abs().max() < 0.1
+
+
+def test_the_teacher_cache_is_read_and_named_by_the_teachers_files(ner_teacher, texts_file, tmp_path, monkeypatch):
+    import shutil
+
+    from spacy_mlm.distillation import teachers as teachers_module
+
+    teacher = shutil.copytree(ner_teacher, tmp_path / "teacher")
+    run(tmp_path, teacher, texts_file, "first", max_steps=2, cache_teacher=True, **{"student.layers": [3]})
+    cached = list((tmp_path / "first" / "teacher_cache").glob("*/step-*.safetensors"))
+    assert len(cached) == 2
+    computed = []
+    real = teachers_module.Teachers.outputs
+    monkeypatch.setattr(teachers_module.Teachers, "outputs",
+                        lambda self, inputs: computed.append(len(inputs)) or real(self, inputs))
+    shutil.copytree(tmp_path / "first" / "teacher_cache", tmp_path / "second" / "teacher_cache")
+    run(tmp_path, teacher, texts_file, "second", max_steps=2, cache_teacher=True, **{"student.layers": [3]})
+    assert computed == []  # the same teacher, texts and settings: every output from the cache
+    (teacher / "ner" / "cfg").write_text((teacher / "ner" / "cfg").read_text() + " ")  # the teacher changed
+    shutil.rmtree(tmp_path / "third", ignore_errors=True)
+    shutil.copytree(tmp_path / "first" / "teacher_cache", tmp_path / "third" / "teacher_cache")
+    run(tmp_path, teacher, texts_file, "third", max_steps=2, cache_teacher=True, **{"student.layers": [3]})
+    assert computed == [4, 4]
