@@ -56,17 +56,17 @@ def _exit_with(driver_pid: int) -> None:
 
 def _serve(conn: Connection, driver_pid: int, pipeline: str, output_format: str, batch_size: int) -> None:
     """A worker's life: load the pipeline, then answer each shard sent with
-    ("done", number, contents) or ("failed", number, message), until None."""
+    ("done", number, contents), until None; or end on an error, answering
+    ("failed", None, message) (the driver knows which shard it sent)."""
     _exit_with(driver_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle: it ends the workers
-    number = None
     try:
         nlp = load_pipeline(pipeline)
         while (task := conn.recv()) is not None:
             number, records = task
             conn.send(("done", number, annotate_shard(nlp, records, output_format, batch_size)))
     except Exception as err:  # the message travels: an exception object may not pickle
-        conn.send(("failed", number, f"{type(err).__name__}: {err}"))
+        conn.send(("failed", None, f"{type(err).__name__}: {err}"))
 
 
 @dataclass
@@ -75,6 +75,9 @@ class Worker:
     process: multiprocessing.process.BaseProcess
     conn: Connection
     shard: Optional[Shard] = None  # the one it is annotating
+
+    def at_work(self) -> str:
+        return f" while annotating {describe_shard(*self.shard)}" if self.shard else ""
 
     def how_it_ended(self) -> str:
         self.process.join(5)
@@ -132,17 +135,15 @@ class LocalWorkers:
                 worker = idle.pop()
                 worker.shard = todo.popleft()
                 worker.conn.send(worker.shard)
-            busy = [w for w in self.workers if w.shard is not None]
-            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in self.workers])
-            for worker in busy:
+            ready = wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers])
+            for worker in self.workers:
                 if worker.conn in ready and failure is None:
                     failure = self._receive(worker, finished)
                     if failure is None:
                         idle.append(worker)
             for worker in self.workers:
                 if worker.process.sentinel in ready and failure is None:
-                    what = f" while annotating {describe_shard(*worker.shard)}" if worker.shard else ""
-                    failure = f"{worker.name} {worker.how_it_ended()}{what}"
+                    failure = f"{worker.name} {worker.how_it_ended()}{worker.at_work()}"
             while order and order[0] in finished:
                 number = order.popleft()
                 yield number, finished.pop(number)
@@ -156,10 +157,9 @@ class LocalWorkers:
         try:
             status, number, value = worker.conn.recv()
         except (EOFError, OSError):
-            return f"{worker.name} {worker.how_it_ended()} while annotating {describe_shard(*worker.shard)}"
+            return f"{worker.name} {worker.how_it_ended()}{worker.at_work()}"
         if status == "failed":
-            shard = worker.shard if worker.shard and worker.shard[0] == number else None
-            return f"{worker.name} failed{' on ' + describe_shard(*shard) if shard else ''}: {value}"
+            return f"{worker.name} failed{worker.at_work()}: {value}"
         finished[number] = value
         worker.shard = None
         return None

@@ -214,6 +214,16 @@ def test_ray_engine_with_two_workers_gives_what_nlp_pipe_gives(local_ray, saved_
     assert_same_docs(shard_docs(tmp_path / "out", nlp.vocab), reference(nlp, batch_size=2))  # a worker's batch: a shard
 
 
+def test_a_worker_that_fails_ends_the_job_naming_it_and_its_shard(saved_pipelines, tmp_path):
+    pipeline, path = tmp_path / "pipeline", write_input(tmp_path / "in.jsonl")
+    shutil.copytree(saved_pipelines["ner"], pipeline)
+    (pipeline / "ner" / "model").write_bytes(b"cut short")  # the workers cannot load it
+    with pytest.raises(WorkerFailed, match=r"apply worker \d \(pid \d+\) failed while annotating shard \d \("
+                                           rf"{path}, lines? \d( to \d)?\): ModelLoadError: .*ner/model"):
+        inference.apply_pipeline(pipeline, path, tmp_path / "out", workers=2, shard_size=2, quiet=True)
+    assert not list((tmp_path / "out").glob("shard-*"))
+
+
 def ray_worker_pids():
     """Processes of Ray Data actors running ShardAnnotator (their titles name it)."""
     pids = []
