@@ -23,7 +23,7 @@ from ..errors import ModelLoadError, SpacyMlmError
 from ..models.dropout import use_int16_mask_dropout
 from ..models.encoder import get_hf_model
 from ..models.families import family_layout
-from ..models.hf import load_tokenizer, save_backbone
+from ..models.hf import load_backbone, save_backbone
 from ..testing import SAMPLE_TEXT
 
 STUDENT_ENCODER = "student_encoder"
@@ -110,8 +110,6 @@ def build_student(teacher_path: str, student_settings: Dict, output_dir: Path) -
     teacher_hf = get_hf_model(encoder.model)
     teacher_tokenizer = encoder.model.attrs["tokenizer"].hf
     if student_settings["encoder"] is not None:
-        from ..models.hf import load_backbone
-
         model, tokenizer = load_backbone(student_settings["encoder"])
         check_same_tokenizer(teacher_tokenizer, tokenizer, student_settings["encoder"])
         if model.config.hidden_size != teacher_hf.config.hidden_size:
