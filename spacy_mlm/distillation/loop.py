@@ -20,13 +20,13 @@ import spacy
 import torch
 from thinc.api import Config
 
-from ..errors import ModelLoadError, SpacyMlmError
+from ..errors import ModelLoadError
 from ..engine.checkpoint import (
-    flat_settings, latest_checkpoint, load_resumable, restore_rng_state, rng_state, save_checkpoint,
+    check_same_run, flat_settings, restore_rng_state, resume_from, rng_state, save_checkpoint,
 )
 from ..engine.optimizer import adamw, warmup_linear
 from ..engine.trainer import Objective, Trainer, train
-from ..util.io import atomic_write_text, remove_left_overs
+from ..util.io import atomic_write_text
 from ..util.progress import Progress
 from ..util.save import save_atomically
 from .config import paths_of
@@ -106,15 +106,9 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
     section = config["distillation"]
     output_dir = Path(output_dir)
     ckpt_root = output_dir / "checkpoints"
-    for left in remove_left_overs(output_dir) + remove_left_overs(ckpt_root):
-        logger.info("Removed %s, left by an interrupted run", left)
-    if not resume and latest_checkpoint(ckpt_root) is not None:
-        raise SpacyMlmError(f"{output_dir} already has checkpoints: pass --resume to continue, or use a new directory")
+    resumed = resume_from(output_dir, resume, load_student)
     teacher_paths = paths_of(section, "teacher")
     texts = read_texts(paths_of(section, "texts"), section["text_field"], section["file_format"])
-    resumed = load_resumable(ckpt_root, load_student) if resume else None
-    if resume and resumed is None:
-        logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
     student = resumed.model if resumed is not None else build_student(teacher_paths[0], section["student"], output_dir)
     encoder, components = encoder_name(student.config), distilled_components(student)
     teachers = Teachers(teacher_paths, section["teacher_precision"], section["temperature"],
@@ -125,13 +119,7 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
            "data": data_digest(texts, [section["gold"]] if section["gold"] else [])}
     step, history = 0, []
     if resumed is not None:
-        differences = run_differences(resumed.run or {"settings": {}}, run)
-        if differences and not force:
-            raise SpacyMlmError(f"--resume from {resumed.path} with settings or data that change the run: "
-                                + "; ".join(differences) + ". Resume with the run's own settings (its config.cfg), "
-                                "start a new output directory, or pass --force to continue with these")
-        for line in differences:
-            logger.warning("--force: resuming with %s", line)
+        check_same_run(resumed, lambda saved: run_differences(saved, run), force)
     modules = trained_modules(student, encoder, components)
     device = next(modules.parameters()).device
     optimizer = adamw(modules.parameters(), section["optimizer"])

@@ -26,7 +26,8 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from ..errors import ModelLoadError, SpacyMlmError
-from ..util.io import atomic_directory, atomic_write_text
+from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
+from .process_group import ProcessGroup
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "training_state.pt"
@@ -66,6 +67,25 @@ def save_checkpoint(root: Path, step: int, save_model: Callable[[Path], None], s
     return path
 
 
+def resume_from(output_dir: Path, resume: bool, load_model: Callable[[Path], Any],
+                group: ProcessGroup = ProcessGroup()) -> Optional["Resumed"]:
+    """Where a run writing to `output_dir` starts: what killed runs left there
+    is removed (by the first process), checkpoints without `resume` are
+    refused, and with it the newest that loads is returned (None: none yet,
+    the run starts from the beginning)."""
+    root = output_dir / "checkpoints"
+    if group.main:  # temporary files and directories, replaced checkpoints
+        for left in remove_left_overs(output_dir) + remove_left_overs(root):
+            logger.info("Removed %s, left by an interrupted run", left)
+    group.barrier()
+    if not resume and latest_checkpoint(root) is not None:
+        raise SpacyMlmError(f"{output_dir} already has checkpoints: pass --resume to continue, or use a new directory")
+    resumed = load_resumable(root, load_model) if resume else None
+    if resume and resumed is None:
+        logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", root)
+    return resumed
+
+
 @dataclass
 class Resumed:
     """A checkpoint to continue from, loaded."""
@@ -95,6 +115,24 @@ def load_resumable(root: Path, load_model: Callable[[Path], Any]) -> Optional[Re
     if failures:
         raise SpacyMlmError(f"no checkpoint in {root} can be resumed from: " + "; ".join(failures))
     return None
+
+
+def check_same_run(resumed: Resumed, differences: Callable[[Dict[str, Any]], List[str]], force: bool) -> List[str]:
+    """`differences(the resumed run's record)`: what changes the run; any is an
+    error naming them, unless `force` (then each is logged and returned)."""
+    if resumed.run is None:
+        logger.warning("%s has no run record (an older checkpoint): its settings cannot be compared", resumed.path)
+        return []
+    lines = differences(resumed.run)
+    if lines and not force:
+        raise SpacyMlmError(
+            f"--resume from {resumed.path} with settings or data that change the run: " + "; ".join(lines)
+            + ". Resume with the run's own settings (its config.cfg), start a new output directory, "
+            "or pass --force to continue with these"
+        )
+    for line in lines:
+        logger.warning("--force: resuming with %s", line)
+    return lines
 
 
 def _read_run(path: Path) -> Optional[Dict[str, Any]]:

@@ -21,9 +21,7 @@ import numpy as np
 import torch
 from thinc.api import Config
 
-from ..engine.checkpoint import (
-    Resumed, latest_checkpoint, load_resumable, restore_rng_state, rng_state, save_checkpoint,
-)
+from ..engine.checkpoint import check_same_run, restore_rng_state, resume_from, rng_state, save_checkpoint
 from ..engine.optimizer import adamw, warmup_linear
 from ..engine.process_group import ProcessGroup, join_launch
 from ..engine.trainer import Objective, Trainer, train
@@ -34,7 +32,7 @@ from ..models.hf import (
     max_positions, save_mlm_model,
 )
 from ..readers.corpus import read_corpus
-from ..util.io import atomic_directory, atomic_write_text, remove_left_overs
+from ..util.io import atomic_directory, atomic_write_text
 from ..util.machine import emulated_bf16_note
 from ..util.progress import Progress
 from .checkpoint import run_differences, run_record, write_history
@@ -219,24 +217,6 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def check_same_run(resumed: Resumed, run: dict, force: bool) -> List[str]:
-    """The differences between the resumed checkpoint's run and this one; any
-    is an error naming them, unless `force`."""
-    if resumed.run is None:
-        logger.warning("%s has no run record (an older checkpoint): its settings cannot be compared", resumed.path)
-        return []
-    differences = run_differences(resumed.run, run)
-    if differences and not force:
-        raise SpacyMlmError(
-            f"--resume from {resumed.path} with settings or data that change the run: " + "; ".join(differences)
-            + ". Resume with the run's own settings (its config.cfg), start a new output directory, "
-            "or pass --force to continue with these"
-        )
-    for line in differences:
-        logger.warning("--force: resuming with %s", line)
-    return differences
-
-
 def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False):
     """Everything the loop needs, built identically in every process."""
     cfg = config["pretraining"]
@@ -244,19 +224,10 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # under torchrun: the process's own GPU
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     dist = join_launch(device)
-    ckpt_root = output_dir / "checkpoints"
-    if dist.main:  # what killed runs left: temporary files and directories, replaced checkpoints
-        for left in remove_left_overs(output_dir) + remove_left_overs(ckpt_root):
-            logger.info("Removed %s, left by an interrupted run", left)
-    dist.barrier()
-    if not resume and latest_checkpoint(ckpt_root) is not None:
-        raise SpacyMlmError(f"{output_dir} already has checkpoints: pass --resume to continue, or use a new directory")
-    resumed = load_resumable(ckpt_root, model_loader(cfg)) if resume else None
-    if resume and resumed is None:
-        logger.warning("--resume: no checkpoint in %s yet, starting from the beginning", ckpt_root)
+    resumed = resume_from(output_dir, resume, model_loader(cfg), dist)
     train_docs, dev_docs = read_documents(cfg["corpus"])
     run = run_record(cfg, train_docs, dev_docs)
-    changes = check_same_run(resumed, run, force) if resumed is not None else []
+    changes = check_same_run(resumed, partial(run_differences, current=run), force) if resumed is not None else []
     mlm = resumed.model if resumed is not None else get_model(cfg, output_dir, train_docs, dist)
     tokenizer = mlm.tokenizer
     limit = max_positions(mlm.model, tokenizer)

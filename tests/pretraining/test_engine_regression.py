@@ -65,3 +65,30 @@ def test_pretraining_as_the_old_loop(tmp_path, corpus_file, tiny_model_dir, case
     pretrain(load_pretraining_config(None, settings), tmp_path, quiet=True)
     assert_recorded(tmp_path, losses, eval_loss, sums, keys)
 
+
+
+def test_the_schedule_is_hugging_faces_and_reads_its_checkpointed_state():
+    """The engine's warmup-linear rates equal transformers' (the old loop's) bit
+    for bit, and a scheduler state the old loop checkpointed loads."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    from spacy_mlm.engine.optimizer import warmup_linear
+
+    def rates(make, steps=12, load=None):
+        optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=3e-4)
+        schedule = make(optimizer)
+        if load is not None:
+            schedule.load_state_dict(load)
+        out = []
+        for _ in range(steps):
+            out.append(schedule.get_last_lr()[0])
+            optimizer.step()
+            schedule.step()
+        return out, schedule.state_dict()
+
+    theirs, state = rates(lambda o: get_linear_schedule_with_warmup(o, 3, 10), steps=5)
+    ours, _ = rates(lambda o: warmup_linear(o, 3, 10), steps=5)
+    assert ours == theirs and theirs[0] == 0.0 and theirs[3] == 3e-4
+    resumed, _ = rates(lambda o: warmup_linear(o, 3, 10), steps=6, load=state)
+    assert resumed == rates(lambda o: get_linear_schedule_with_warmup(o, 3, 10), steps=11)[0][5:]
