@@ -40,7 +40,7 @@ def check_encoder_dir(encoder: str) -> None:
 def init_config_cli(
     output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
     task: Optional[str] = typer.Option(
-        None, "--task", help="ner | textcat | nli | vectors | senses (with --from-hf: read from the directory) | "
+        None, "--task", help="ner | textcat | nli | vectors | senses | spancat (with --from-hf: read from the directory) | "
         "distill (the config of `spacy_mlm distill`)"),
     encoder: Optional[str] = typer.Option(
         None, "--encoder", help="local Hugging Face encoder directory (written as given: a relative path is read "

@@ -2,7 +2,7 @@
 write, and the shipped configs/ made from them.
 
 A pipeline config is `templates/pipeline.cfg.jinja` rendered for one task
-(ner, textcat, nli, vectors, senses) with its budgets from `TASKS`; the pretraining
+(ner, textcat, nli, vectors, senses, spancat) with its budgets from `TASKS`; the pretraining
 config is the defaults `spacy_mlm.pretraining.config.DEFAULT_CONFIG` with a
 header. Every file in configs/ is one of these with the arguments in
 `SHIPPED` (tests/test_configs.py checks that they match), so a setting is
@@ -50,6 +50,8 @@ TASKS: Dict[str, TaskSettings] = {
     # 4 epochs of WiC train (5,428 pairs) in batches of 16 for SenseHead.v3 (~800 weights), at
     # a high rate: chosen on train pairs split by target word (docs/similarity.md)
     "senses": TaskSettings("senses", 1360, 340, 16, 0, 0.03),
+    # spaCy's spancat listening to the encoder, on NER's budget (spans that may overlap or nest)
+    "spancat": TaskSettings("spancat", 4000, 500, 16, 400, 5e-5),
 }
 
 # configs/<name>: the init-config arguments that write it. fp32, which runs well
