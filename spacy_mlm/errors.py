@@ -1,5 +1,5 @@
-"""Errors users see. Each names what was wrong and where, so a bad file or model
-can be fixed without reading a stack trace from deep inside torch."""
+"""The errors users see, each naming what was wrong and where, so a bad file or
+model can be fixed without reading a stack trace from deep inside torch."""
 import unicodedata
 from pathlib import Path
 from typing import Optional, Union

@@ -22,3 +22,16 @@ def test_reference_lists_every_factory_and_registered_function():
     assert {"mlm_encoder", "spacy_mlm.HFEncoder.v2", "spacy_mlm.EncoderListener.v1"} <= set(names)
     missing = sorted(set(names) - headings)
     assert not missing, f"not in docs/reference.md (run docs/make_reference.py): {missing}"
+
+
+def test_architecture_module_tree_is_what_the_docstrings_say():
+    """The module tree of docs/ARCHITECTURE.md is generated from the module
+    docstrings; a module added, moved or redescribed without regenerating it fails."""
+    import importlib.util
+
+    script = REFERENCE.parent / "make_architecture.py"
+    spec = importlib.util.spec_from_file_location("make_architecture", script)
+    make_architecture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_architecture)
+    text = make_architecture.ARCHITECTURE.read_text(encoding="utf8")
+    assert make_architecture.write_tree(text) == text, "docs/ARCHITECTURE.md's module tree is stale: run docs/make_architecture.py"

@@ -1,4 +1,4 @@
-"""Text and sentence-pair classification on the shared encoder: the head
-architecture (`model.py`), its losses (`losses.py`) and layer-wise learning-rate
-decay for fine-tuning (`optimizer.py`). The pipeline component is
-`spacy_mlm.pipeline.textcat`."""
+"""The maths of text and sentence-pair classification, apart from any component:
+its losses on logits (`losses.py`) and zero-shot scores from an NLI model's
+entailment logits (`zero_shot.py`). The head is `models/classifier.py`, the
+components `pipeline/textcat.py`, `pipeline/regressor.py` and `pipeline/zero_shot.py`."""

@@ -1,4 +1,4 @@
-"""`spacy_mlm demo`: the main job. Unpacks the spaCy project the package ships
+"""`spacy_mlm demo`: the whole package at work on real data in one command. Unpacks the spaCy project the package ships
 (package data: project.yml, scripts/, the embedded default data in
 assets_default/, and the training configs) into a working folder, runs its
 `demo` workflow there for real (convert the default data, pretrain the packaged

@@ -1,4 +1,8 @@
-"""`spacy_mlm distill CONFIG OUTPUT_DIR [--resume] [--force] [--section.key value ...]`."""
+"""`spacy_mlm distill`: train a smaller student pipeline on the soft outputs of
+trained teachers (`spacy_mlm.distillation`).
+
+    spacy_mlm distill CONFIG OUTPUT_DIR [--resume] [--force] [--section.key value ...]
+"""
 import logging
 from pathlib import Path
 

@@ -1,4 +1,8 @@
-"""`spacy_mlm pretrain CONFIG OUTPUT_DIR [--resume [--force]] [--section.key value ...]`."""
+"""`spacy_mlm pretrain`: continue an encoder's pretraining on raw text
+(`spacy_mlm.pretraining`), resumable from its last checkpoint.
+
+    spacy_mlm pretrain CONFIG OUTPUT_DIR [--resume [--force]] [--section.key value ...]
+"""
 import contextlib
 import logging
 import os

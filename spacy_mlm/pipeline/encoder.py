@@ -1,7 +1,7 @@
 """The shared masked-LM encoder as a spaCy pipeline component ("mlm_encoder").
 
 Like spaCy's `tok2vec`, it runs once per batch and hands its output to the
-components listening to it (see `encoder/listener.py`), so several heads
+components listening to it (see `models/listener.py`), so several heads
 fine-tune one transformer. It sets `doc._.mlm_encoding` at prediction time.
 """
 from typing import Callable, Dict, Iterable, List, Optional
