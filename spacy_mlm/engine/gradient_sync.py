@@ -2,9 +2,9 @@
 (`training/distributed.py`, `engine/trainer.py`) with less communication than one all-reduce of
 every gradient, the sum staying the one a dense all-reduce gives.
 
-Measured on MiniLM NER (notes of issue 36), one blocking all-reduce of every
-gradient after `nlp.update` (22.7M floats, 91 MB, plus the copy that flattens
-them) cost two CPU processes about as much as the half of the step each saves.
+One blocking all-reduce of every gradient after `nlp.update` (MiniLM: 22.7M
+floats, 91 MB, plus the copy that flattens them) can cost two CPU processes
+about as much as the half of the step each saves (docs/scaling.md).
 `GradientReducer` cuts it two ways, as torch's DistributedDataParallel does:
 
 * **embedding rows**: an embedding matrix's gradient is zero outside the rows
@@ -29,7 +29,7 @@ them) cost two CPU processes about as much as the half of the step each saves.
   each process sums and steps only its own range of them, then passes the
   stepped weights on (`engine/shared_memory.py`; `share_weights`): cheaper
   than gloo's TCP all-reduce even with its overlap, and the optimizer's work
-  divided (MiniLM NER on 2 cores, notes of issue 36). Collectives remain for
+  divided (docs/scaling.md). Collectives remain for
   several machines and for GPUs (NCCL).
 
 A step may run backward more than once over the same weights (the heads'

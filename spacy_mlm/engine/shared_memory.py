@@ -5,11 +5,10 @@ weights they stepped (`gradient_sync.GradientReducer`).
 gloo sums CPU tensors over TCP, even between processes on one machine: each
 process copies its half out through the kernel's loopback, receives the other
 half, adds and sends again, on worker threads that take turns with training
-on the same cores. Measured on the 2-core benchmark machine (notes of issue
-36), MiniLM NER under torchrun spent 35-46 ms a step in the kernel with gloo,
-8-15 ms with this, and every process also ran the same AdamW step over all
-44 MB of dense weights. Here the processes map one file in /dev/shm holding a
-gradient slot per process and the weights themselves (every process's dense
+on the same cores, and every process also runs the same AdamW step over all
+of the dense weights (docs/benchmarks.md, docs/scaling.md). Here the
+processes map one file in /dev/shm holding a gradient slot per process and
+the weights themselves (every process's dense
 parameters are views of that one copy), and each weight is stepped by one
 process only (its *owner*: the weights are cut into one contiguous range per
 process, ZeRO stage 1's partition of the optimizer):
@@ -26,8 +25,8 @@ process, ZeRO stage 1's partition of the optimizer):
 
 So the optimizer's work and its moments are divided among the processes, no
 weight is copied from one process to another, and every process holds the
-same weights bit for bit. (Copying each process's stepped weights in and the
-others' out instead cost 12-14 ms of a 310-340 ms step in the benchmark.) A
+same weights bit for bit, where copying each process's stepped weights in
+and the others' out would cost a copy of every weight a step. A
 process that dies makes the other's next collective fail, as with gloo alone.
 
 The file is reserved whole when opened (`posix_fallocate`: a full /dev/shm

@@ -9,9 +9,8 @@ kernel is the faster one on long windows. In training with dropout it cannot
 run fused on a CPU: it falls back to the plain maths, drawing its mask with
 `bernoulli_` and guarding fully masked rows with extra passes, while the
 plain attention does the same products and drops through the `nn.Dropout`
-that `dropout.py` makes cheap: a MiniLM MNLI fine-tuning step in bf16 took
-212 ms against 233 ms with SDPA, an NER step 212 ms against 235 ms
-(`bench/train_step.py`, both with dropout.py's masks).
+that `dropout.py` makes cheap, so a training step takes less time with it
+(docs/benchmarks.md: `bench/train_step.py`).
 
 So, while a training pass runs on a CPU, `plain_attention(model)` gives each
 such attention module its plain class, and its own class back after. Only

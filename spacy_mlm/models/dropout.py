@@ -1,12 +1,12 @@
-"""Dropout with its mask drawn as 16-bit integers: the same dropout, about
-half the time on CPUs.
+"""Dropout with its mask drawn as 16-bit integers: the same dropout, drawn
+more cheaply on CPUs.
 
 torch's CPU dropout draws its mask with `bernoulli_`, a large share of a
 MiniLM fine-tuning step in bf16 in torch's profiler. Here the mask comes from
 the same generator as 64-bit integers (`random_`), each read as four 16-bit
 ones, an element kept where its integer is at or above the rate's threshold:
-a [16, 32, 384] bfloat16 tensor's dropout takes 0.7 ms instead of 1.5 ms
-(`bench/train_step.py`'s `mask_ms_*`). The drop rate is rounded to a
+one integer draw gives the masks of four elements (docs/benchmarks.md:
+`bench/train_step.py`'s `mask_ms_*`). The drop rate is rounded to a
 multiple of 1/65536, k/65536 (0.1 becomes 0.100006), and the kept elements
 are scaled by 65536 / (65536 - k), one over the rounded keep rate, so the
 expected output is the input (scaling by 1 / (1 - p) as torch does would

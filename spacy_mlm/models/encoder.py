@@ -122,9 +122,9 @@ def build_hf_encoder_v2(
         and saved with the pipeline (needs `pip install spacy-mlm[onnx]`). An "onnx"
         encoder is inference only: train with "torch", then optimize.
     precision: "fp32"; "bf16" (torch: matmuls in bfloat16 under torch.autocast,
-        weights and outputs float32, about 2x faster on CPUs with AVX512-BF16/AMX
-        and on recent GPUs); "int8" (onnx: dynamic int8 matmuls, 2-3x faster on
-        CPUs, at an accuracy cost to measure: bench/inference_speed.py).
+        weights and outputs float32, faster on CPUs with AVX512-BF16/AMX and on
+        recent GPUs); "int8" (onnx: dynamic int8 matmuls, faster on CPUs, at an
+        accuracy cost to measure: bench/inference_speed.py, docs/benchmarks.md).
     fp32_layers: with int8, transformer layers whose matmuls stay fp32 (-1 = the last)."""
 
     options = dict(

@@ -14,8 +14,8 @@ either in the same way.
 
 The graph is not passed through ONNX Runtime's offline transformer optimizer
 (`onnxruntime.transformers.optimizer`): its fused Attention / QAttention
-kernels ran slower than the unfused graph on MiniLM at one thread (CPU words/s
-2925 vs 3092 at fp32, 5979 vs 6296 at int8, docs/ARCHITECTURE.md); the session's
+kernels ran slower than the unfused graph on MiniLM at one thread, at fp32 and
+at int8 (docs/ARCHITECTURE.md, "Encoder speed"); the session's
 own graph optimizations (ORT_ENABLE_ALL) still run when a graph loads.
 
 A graph is data: ONNX Runtime runs only its own built-in operators on it (no
@@ -162,8 +162,8 @@ def layer_matmuls(graph: bytes, layers: Sequence[int], scopes: Sequence[str]) ->
 
 def quantize_int8(graph: bytes, keep_fp32: Sequence[str] = ()) -> bytes:
     """Dynamic int8 quantization of the graph's MatMuls with a weight (per-channel
-    int8 weights: per-tensor ones ran no faster and moved MiniLM's piece vectors to
-    a cosine of 0.95 against 0.99), except the nodes named in `keep_fp32`."""
+    int8 weights: per-tensor ones ran no faster and moved the piece vectors further
+    from fp32's, docs/ARCHITECTURE.md), except the nodes named in `keep_fp32`."""
     require_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

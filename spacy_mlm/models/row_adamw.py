@@ -3,9 +3,8 @@ with the update of dense AdamW.
 
 A fine-tuning step looks up a few hundred of an encoder's word-embedding rows
 (MiniLM: 30,522 x 384, half of its 22.7M weights), yet a dense gradient fills
-and sums the whole matrix and a dense AdamW step reads and writes all of it
-(notes of issues 36 and 38, 1-thread CPU: the gradient's fill about 68 ms a step, and
-half of the 55 ms AdamW step). Here:
+and sums the whole matrix and a dense AdamW step reads and writes all of it,
+a large share of a CPU step (docs/benchmarks.md). Here:
 
 * `use_sparse_word_gradients` sets `nn.Embedding.sparse` on a fine-tuned
   encoder's input embeddings, so backward yields the looked-up rows' gradients

@@ -20,8 +20,8 @@ layer mix only as far as the pairs ask.
 Why a diagonal scale and not a full width x width projection: on WiC train
 pairs split by target word (the dev words are mostly unseen in train), a full
 projection (147k weights for MiniLM) fitted the seen words and lost on the
-unseen ones (0.55-0.58 accuracy, below the untrained mix with the sentence),
-where this head (about 400 weights) gained (0.60-0.62); docs/similarity.md.
+unseen ones, below the untrained mix with the sentence, where a head of a few
+hundred weights gained (docs/similarity.md has the figures).
 
 The map is linear, so a span's vector (the mean of its tokens') is the map of
 the mean, and tokens without pieces stay zero. The learned scale and bias of
@@ -29,8 +29,8 @@ the pair loss (`spacy_mlm.similarity.losses`) live here too, so they are
 trained and saved with the head.
 
 Word and sentence side by side, each normalized, rather than summed (the
-first round's head): on the same by-word split of WiC train (three seeds) it
-held out 0.652 against 0.639 (docs/similarity.md).
+first round's head): it held out more on the same by-word split of WiC train,
+over three seeds (docs/similarity.md).
 
 `spacy_mlm.SenseHead.v3` wraps it for thinc (`models/torch_head.py`, the seam
 every torch head shares): it reads the encoder through its listener,

@@ -2,8 +2,8 @@
 
 spaCy trains a pipeline with one thinc `Optimizer` (`[training.optimizer]`),
 which thinc's `PyTorchShim` calls once per torch parameter: a numpy Adam over
-host copies of every weight, about a fifth of each fine-tuning step, and
-impossible on a GPU without a round trip. `torch_step` instead steps all the
+host copies of every weight, one parameter at a time, a large share of each
+fine-tuning step, and impossible on a GPU without a round trip. `torch_step` instead steps all the
 parameters of one torch module at once with `torch.optim.AdamW` (fused where
 torch has a fused kernel for the device), taking every hyperparameter from
 the thinc optimizer at the moment of the step: the learning rate as its
@@ -166,7 +166,7 @@ class TorchStepper:
         `clip_grad_norm_` does. With the fused optimizer the scaling rides on the
         step itself: its `grad_scale` (the hook `torch.amp.GradScaler` unscales
         through) divides each gradient as the kernel reads it, which saves a
-        pass over every gradient: about 15 ms of a 1-thread CPU step of MiniLM.
+        pass over every gradient.
         The update is the same up to rounding (a division by 1 / coefficient
         instead of a product). Returns that scale (None without the fused step).
         `given_squared`: the squared norm of the whole gradient, where these

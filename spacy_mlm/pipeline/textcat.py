@@ -99,12 +99,10 @@ def make_mlm_textcat(
         [CLS] vector, exclusive classes; the width is the encoder's). Multi-label:
         set `exclusive_classes = false` on the model. For pairs set the listener's
         `pooling = "pair_mean"` (configs/nli.cfg does): [u, v, |u - v|] from the
-        mean of each side's pieces, Sentence-BERT's features. In the pair
-        ablations (MiniLM, 2000 SNLI pairs, 1 epoch, lr 2e-4 with layer decay
-        0.9, 5 seeds; docs/classification.md) it reached held-out SNLI accuracy
-        0.726 +- 0.013 against 0.681 +- 0.033 for [CLS]; at lr 1e-4 without decay
-        the model's pretrained pooler (`"pooler"`, Hugging Face's input) and
-        "doc_mean" were below [CLS].
+        mean of each side's pieces, Sentence-BERT's features, which beat [CLS]
+        on held-out SNLI pairs, where the model's pretrained pooler (`"pooler"`,
+        Hugging Face's input) and "doc_mean" were below it (the pair ablations:
+        docs/classification.md, docs/benchmarks.md).
     threshold: multi-label decision cutoff for scoring (exclusive: the argmax wins).
     class_weights: null, "balanced" (from the training data's label counts), or
         {label: weight}; exclusive classes weight the cross-entropy of rows by
