@@ -16,7 +16,7 @@ setup(
     package_data={
         "spacy_mlm.project": ["project.yml", "README.md", "scripts/*", "assets_default/**/*"],
         "spacy_mlm.configs": ["**/*.cfg"],
-        "spacy_mlm.training": ["templates/*.jinja"],
+        "spacy_mlm.training": ["templates/*.jinja", "templates/tasks/*.jinja"],
     },
     python_requires=">=3.10",
     install_requires=[

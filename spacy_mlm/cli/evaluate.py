@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from ..tasks import evaluated_tasks
 from . import app
 from .options import force_option, gpu_id_option, quiet_option, use_gpu
 
@@ -33,7 +34,8 @@ def evaluate_cli(
     model: Path = typer.Argument(..., help="saved spaCy pipeline (NER, text classifier or NLI classifier)"),
     data: Path = typer.Argument(..., help="gold data: .spacy / CoNLL (NER), TSV/CSV/JSONL (text classes), NLI JSONL/TSV"),
     output_dir: Path = typer.Argument(..., help="where metrics.json and the pictures go"),
-    task: str = typer.Option("auto", help="auto | ner | textcat | nli (auto: from the pipeline's components and labels)"),
+    task: str = typer.Option("auto", help=f"auto | {' | '.join(task.name for task in evaluated_tasks())} "
+                             "(auto: from the pipeline's components and labels)"),
     baseline: Optional[Path] = typer.Option(None, help="a second pipeline for the same task to compare against"),
     n_samples: int = typer.Option(1000, "--n-samples", help="bootstrap samples"),
     seed: int = typer.Option(0, help="random seed of the bootstrap"),

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import typer
 
+from ..tasks import hf_tasks, spoken_list
 from . import app
 from .options import force_option
 
@@ -13,7 +14,7 @@ from .options import force_option
 def import_hf_cli(
     model_dir: Path = typer.Argument(..., help="local *ForTokenClassification or *ForSequenceClassification directory"),
     output: Path = typer.Argument(..., help="where to write the spaCy pipeline"),
-    task: str = typer.Option(None, help="ner, textcat or pairs (default: from config.json; NLI labels give pairs)"),
+    task: str = typer.Option(None, help=f"{spoken_list(hf_tasks())} (default: from config.json; NLI labels give pairs)"),
     lang: str = typer.Option("en", help="language of the pipeline's tokenizer"),
     crf: bool = typer.Option(False, "--crf", help="ner: add a CRF, its transitions starting at zero"),
     constrained: bool = typer.Option(

@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..tasks import TASKS, hf_tasks, spoken_list
 from . import app
 
 
@@ -40,7 +41,7 @@ def check_encoder_dir(encoder: str) -> None:
 def init_config_cli(
     output: str = typer.Argument(..., help="the config file to write ('-': stdout)"),
     task: Optional[str] = typer.Option(
-        None, "--task", help="ner | textcat | nli | vectors | senses | spancat (with --from-hf: read from the directory) | "
+        None, "--task", help=f"{' | '.join(TASKS)} (with --from-hf: read from the directory) | "
         "distill (the config of `spacy_mlm distill`)"),
     encoder: Optional[str] = typer.Option(
         None, "--encoder", help="local Hugging Face encoder directory (written as given: a relative path is read "
@@ -73,14 +74,15 @@ def init_config_cli(
         write_config(output, render_distillation_config(output=output), "init-config", [], force)
         return
     if from_hf is not None:
-        from ..interop.hf_heads import TEMPLATE_TASKS, hf_training_config
+        from ..interop.hf_heads import hf_training_config
 
         if encoder is not None:
             raise typer.BadParameter("--from-hf names the encoder too: give --encoder or --from-hf, not both")
-        hf_task = {value: key for key, value in TEMPLATE_TASKS.items()}.get(task, task)
-        if hf_task not in (None, *TEMPLATE_TASKS):
+        held = {row.name: name for name, row in hf_tasks().items()}  # init-config's task: import-hf's
+        hf_task = held.get(task, task)
+        if hf_task not in (None, *hf_tasks()):
             raise typer.BadParameter(
-                f"--task with --from-hf: ner, textcat or nli (a fine-tuned classifier's), not {task!r}")
+                f"--task with --from-hf: {spoken_list(held)} (a fine-tuned classifier's), not {task!r}")
         command = init_config_command(output, task, from_hf, crf, gpu, precision, from_hf=True)
         text = hf_training_config(from_hf, command, task=hf_task, crf=crf, gpu=gpu, precision=precision, output=output)
         encoder = from_hf

@@ -34,15 +34,17 @@ from ..scoring.calibration import decision_confidence, expected_calibration_erro
 from ..scoring.classes import confusion_matrix, correctness_counts
 from ..scoring.entities import Entity, doc_entities, per_doc_counts, score_entities
 from ..scoring.textcat import textcat_score
+from ..tasks import TASKS as TASK_TABLE, evaluated_tasks
 from ..util.progress import track
 
-TASKS = ("auto", "ner", "textcat", "nli")
+# The tasks evaluate scores (spacy_mlm.tasks.TASKS: those with an `assigns`), and "auto".
+TASKS = ("auto", *(task.name for task in evaluated_tasks()))
 # The attribute a pipeline must set for a task, and the score that sums it up.
-ASSIGNS = {"ner": "doc.ents", "textcat": "doc.cats", "nli": "doc.cats"}
-HEADLINE = {"ner": "ents_f", "textcat": "cats_accuracy", "nli": "cats_accuracy"}
+ASSIGNS = {task.name: task.assigns for task in evaluated_tasks()}
+HEADLINE = {task.name: task.headline for task in evaluated_tasks()}
 # What the bootstrap resamples the difference of (F1 from per-document counts;
 # for classifiers micro-F1 of the right/wrong counts, which is accuracy).
-STATISTIC = {"ner": "F1", "textcat": "accuracy", "nli": "accuracy"}
+STATISTIC = {task.name: task.statistic for task in evaluated_tasks()}
 
 
 @dataclass
@@ -108,19 +110,31 @@ def trained_on_pairs(nlp: Language, name: str) -> Optional[bool]:
     return getattr(nlp.get_pipe(name), "cfg", {}).get("pair_input")
 
 
-def detect_task(nlp: Language) -> str:
-    """ner if the pipeline sets entities; else nli if its classifier was trained
-    on pairs (or, when that was not recorded, if its labels are NLI labels); else textcat."""
-    if component_assigning(nlp, "doc.ents"):
-        return "ner"
-    name = component_assigning(nlp, "doc.cats")
-    if name is None:
-        raise SpacyMlmError(f"the pipeline ({', '.join(nlp.pipe_names)}) sets neither doc.ents nor doc.cats")
+def reads_pairs(nlp: Language, name: str) -> bool:
+    """Whether the classifier `name` reads sentence pairs: as recorded when it was
+    initialized, or, for pipelines that predate the record, whether its labels are NLI labels."""
     pairs = trained_on_pairs(nlp, name)
     if pairs is not None:
-        return "nli" if pairs else "textcat"
+        return pairs
     labels = set(nlp.get_pipe(name).labels)
-    return "nli" if labels and labels <= set(THREE_WAY + TWO_WAY) else "textcat"
+    return bool(labels) and labels <= set(THREE_WAY + TWO_WAY)
+
+
+def detect_task(nlp: Language) -> str:
+    """The first task of the table (`spacy_mlm.tasks.TASKS`) whose attribute a
+    component of the pipeline sets: ner if it sets entities; for doc.cats, which
+    textcat and nli share, nli if its classifier reads sentence pairs (`reads_pairs`)."""
+    attributes = list(dict.fromkeys(task.assigns for task in evaluated_tasks()))
+    for attribute in attributes:
+        name = component_assigning(nlp, attribute)
+        if name is None:
+            continue
+        candidates = [task for task in evaluated_tasks() if task.assigns == attribute]
+        if len(candidates) == 1:
+            return candidates[0].name
+        pairs = reads_pairs(nlp, name)
+        return next(task.name for task in candidates if task.pairs == pairs)
+    raise SpacyMlmError(f"the pipeline ({', '.join(nlp.pipe_names)}) sets neither {' nor '.join(attributes)}")
 
 
 def resolve_task(nlp: Language, task: str) -> str:
@@ -135,17 +149,23 @@ def resolve_task(nlp: Language, task: str) -> str:
         raise SpacyMlmError(
             f"task {task} needs a component that sets {ASSIGNS[task]}; the pipeline has {', '.join(nlp.pipe_names) or 'none'}"
         )
-    pairs = trained_on_pairs(nlp, name) if task != "ner" else None
-    if pairs is True and task == "textcat":
+    wanted = TASK_TABLE[task].pairs
+    pairs = trained_on_pairs(nlp, name) if wanted is not None else None
+    if pairs is True and wanted is False:
         raise SpacyMlmError(
-            f"'{name}' was trained on sentence pairs: scoring it on single texts (--task textcat) would read each "
-            "pair as one text. Use --task nli (or auto) with a sentence-pair file"
+            f"'{name}' was trained on sentence pairs: scoring it on single texts (--task {task}) would read each "
+            f"pair as one text. Use --task {pair_task(True)} (or auto) with a sentence-pair file"
         )
-    if pairs is False and task == "nli":
+    if pairs is False and wanted is True:
         raise SpacyMlmError(
-            f"'{name}' was trained on single texts, not sentence pairs: use --task textcat (or auto)"
+            f"'{name}' was trained on single texts, not sentence pairs: use --task {pair_task(False)} (or auto)"
         )
     return task
+
+
+def pair_task(pairs: bool) -> str:
+    """The evaluated task whose classifier reads sentence pairs (True) or single texts (False)."""
+    return next(task.name for task in evaluated_tasks() if task.pairs is pairs)
 
 
 # -- NER ------------------------------------------------------------------------------

