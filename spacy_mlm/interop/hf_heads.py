@@ -203,27 +203,29 @@ def check_label_maps(config: dict, where: Path) -> None:
 
 
 def choose_task(path: Path, task: Optional[str], asked_by: str = "--task") -> str:
-    """The task of a directory: its architecture's kind (token or sequence
-    classification), a sequence classifier with an "entailment" label being a
-    pair (NLI) model; `task` must agree with the architecture when given
-    (`asked_by` names who asked, for the error)."""
+    """The task of a directory: the row of `spacy_mlm.tasks.TASKS` whose head is
+    its architecture (token or sequence classification), a sequence classifier
+    with an "entailment" label being the pair (NLI) one; `task` must be one whose
+    head is that architecture when given (`asked_by` names who asked, for the error)."""
     config = _read_config(path)
     architectures = config.get("architectures") or []
-    kinds = {"ner" if a.endswith(TOKEN_CLASSIFIER) else "textcat" for a in architectures
-             if a.endswith((TOKEN_CLASSIFIER, SEQUENCE_CLASSIFIER))}
+    heads = {suffix for a in architectures for suffix in (TOKEN_CLASSIFIER, SEQUENCE_CLASSIFIER) if a.endswith(suffix)}
     if task is not None and task not in TASKS:
         raise SpacyMlmError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
-    if len(kinds) != 1:
+    if len(heads) != 1:
         raise ModelLoadError(
             path / "config.json",
-            f"architectures is {architectures}: expected one *{TOKEN_CLASSIFIER} or *{SEQUENCE_CLASSIFIER} (a fine-tuned "
-            "classifier; a base or masked-LM model has no head to import: load it with mlm_encoder and train one)",
+            f"architectures is {architectures}: expected one *{TOKEN_CLASSIFIER} or *{SEQUENCE_CLASSIFIER} (a "
+            "fine-tuned classifier; a base or masked-LM model has no head to import: load it with mlm_encoder and "
+            "train one)",
         )
-    (kind,) = kinds
+    (head,) = heads
+    fitting = {name: row for name, row in hf_tasks().items() if row.hf_architecture == head}
     if task is None:
         names = [str(label).lower() for label in (config.get("id2label") or {}).values()]
-        return "pairs" if kind == "textcat" and any(n.startswith("entail") for n in names) else kind
-    if (task == "ner") != (kind == "ner"):
+        pairs = any(n.startswith("entail") for n in names)
+        return next(name for name, row in fitting.items() if len(fitting) == 1 or bool(row.pairs) == pairs)
+    if task not in fitting:
         raise ModelLoadError(path / "config.json",
                              f"{asked_by} {task} does not fit the architecture {architectures[0]}")
     return task
@@ -510,7 +512,8 @@ def _set_classifier_weights(component, params: Dict[str, torch.Tensor], head: Se
 # -- export -------------------------------------------------------------------------
 def _exported_component(nlp, name: Optional[str]) -> str:
     """The mlm_ner or mlm_textcat to export: `name`, or the pipeline's only one."""
-    heads = [pipe for pipe, _ in nlp.components if nlp.get_pipe_meta(pipe).factory in ("mlm_ner", "mlm_textcat")]
+    exported = {row.factory for row in hf_tasks().values()}
+    heads = [pipe for pipe, _ in nlp.components if nlp.get_pipe_meta(pipe).factory in exported]
     if name is not None:
         if name not in heads:
             raise SpacyMlmError(f"--component {name!r} is not an mlm_ner or mlm_textcat of the pipeline (those: {heads})")
