@@ -47,8 +47,7 @@ def test_each_rows_block_renders_what_the_row_says(task):
         {"train": task.reader, "dev": task.reader}
     assert config["training"]["optimizer"]["@optimizers"] == task.optimizer
     assert config["training"]["score_weights"] == task.score_weights
-    assert (config["training"]["max_steps"], config["training"]["training.batcher"]["size"]
-            if "training.batcher" in config["training"] else config["training"]["batcher"]["size"]) == \
+    assert (config["training"]["max_steps"], config["training"]["batcher"]["size"]) == \
         (task.budget.max_steps, task.budget.batch_size)
 
 
