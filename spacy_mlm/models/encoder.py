@@ -24,7 +24,7 @@ from spacy.util import registry
 from thinc.api import Model
 
 from ..errors import NotInitializedError, SpacyMlmError
-from ..util.machine import warn_emulated_bf16
+from ..util.machine import cpu_bf16_is_faster, warn_slow_bf16
 from ..util.settings import FLAG, INT, INTS, NUMBER, TEXT, check_settings
 from ..tokenization.align import Alignment, align_pieces_to_tokens
 from ..tokenization.batching import length_batches
@@ -122,8 +122,8 @@ def build_hf_encoder_v2(
         and saved with the pipeline (needs `pip install spacy-mlm[onnx]`). An "onnx"
         encoder is inference only: train with "torch", then optimize.
     precision: "fp32"; "bf16" (torch: matmuls in bfloat16 under torch.autocast,
-        weights and outputs float32, faster on CPUs with AVX512-BF16/AMX and on
-        recent GPUs); "int8" (onnx: dynamic int8 matmuls, faster on CPUs, at an
+        weights and outputs float32, faster on CPUs with AMX and on recent GPUs,
+        slower than fp32 on other CPUs: docs/speed.md); "int8" (onnx: dynamic int8 matmuls, faster on CPUs, at an
         accuracy cost to measure: bench/inference_speed.py, docs/benchmarks.md).
     fp32_layers: with int8, transformer layers whose matmuls stay fp32 (-1 = the last)."""
 
@@ -339,14 +339,6 @@ def forward(model: Model, docs: Sequence[Doc], is_train: bool):
     return batch, backprop
 
 
-@functools.lru_cache(maxsize=None)
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (oneDNN's check: AVX512-BF16 or
-    AMX). Assumed so where torch does not expose the check."""
-    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return True if check is None else bool(check())
-
-
 def _no_backprop(_):
     return []
 
@@ -383,8 +375,8 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
     pad_id = model.attrs["tokenizer"].hf.pad_token_id or 0
     backbone = model.attrs["onnx"] or hf_model
     bf16 = model.attrs["precision"] == "bf16"
-    if bf16 and device.type == "cpu" and not cpu_has_bf16():
-        warn_emulated_bf16('precision = "bf16" set: use precision = "fp32", or backend = "onnx" with precision = "int8"')
+    if bf16 and device.type == "cpu" and not cpu_bf16_is_faster():
+        warn_slow_bf16('precision = "bf16" set: use precision = "fp32", or backend = "onnx" with precision = "int8"')
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     pooled_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore

@@ -26,14 +26,13 @@ from ..engine.optimizer import adamw, warmup_linear
 from ..engine.process_group import ProcessGroup, join_launch
 from ..engine.trainer import Objective, Trainer, train
 from ..errors import SpacyMlmError
-from ..models.encoder import cpu_has_bf16
 from ..models.hf import (
     MaskedLM, build_scratch_discriminator, build_scratch_mlm_model, load_discriminator, load_mlm_model, load_tokenizer,
     max_positions, save_mlm_model,
 )
 from ..readers.corpus import read_corpus
 from ..util.io import atomic_directory, atomic_write_text
-from ..util.machine import emulated_bf16_note
+from ..util.machine import cpu_bf16_is_faster, slow_bf16_note
 from ..util.progress import Progress
 from .checkpoint import run_differences, run_record, write_history
 from .data import Batch, ExampleStream, MaskingSettings, collate, token_counts, tokenize_documents
@@ -254,8 +253,8 @@ def prepare(config: Config, output_dir: Path, resume: bool, force: bool = False)
     if dist.main:
         logger.info("Training examples per epoch: %d (%s)", stream.epoch_size, stream.describe_shares())
     model = objective_model(cfg, mlm, unigram).to(device)  # moves mlm.model in place
-    if cfg["precision"] == "bf16" and device.type == "cpu" and not cpu_has_bf16() and dist.main:
-        logger.warning('precision = "bf16": %s; set precision = "fp32"', emulated_bf16_note())
+    if cfg["precision"] == "bf16" and device.type == "cpu" and not cpu_bf16_is_faster() and dist.main:
+        logger.warning('precision = "bf16": %s; set precision = "fp32"', slow_bf16_note())
     return cfg, device, dist, model, mlm, stream, dev_examples, masking, resumed, run, changes
 
 

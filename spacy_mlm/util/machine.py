@@ -4,7 +4,7 @@ Speed (and the last bits of fp32 results) depend on the kernels torch, oneDNN,
 MKL and ONNX Runtime pick for the CPU: AVX-512 or AVX2 matmuls, VNNI for int8,
 AVX512-BF16 or AMX for bfloat16. A figure means little without the machine it
 came from, so every bench records `machine_info()` in its last JSON line, and
-a bfloat16 warning names `cpu_model()`.
+the warning for a bfloat16 that runs slower than fp32 here names `cpu_model()`.
 
 The kernels torch runs can be held below what the CPU has with
 `ATEN_CPU_CAPABILITY=avx2`, `ONEDNN_MAX_CPU_ISA=AVX2` and
@@ -87,19 +87,35 @@ def machine_info() -> Dict[str, object]:
     return info
 
 
-# what emulation cost where it was measured (docs/speed.md, "Any CPU")
-EMULATED_BF16_COST = ("on an AVX2-only CPU bf16 inference ran at about a sixth of fp32's words/s "
-                      "(bench/inference_speed.py, docs/speed.md)")
+@lru_cache(maxsize=1)
+def cpu_bf16_is_faster() -> bool:
+    """Whether bfloat16 matmuls beat fp32 on this CPU: only with AMX (and where
+    oneDNN may use bfloat16 at all, so ONEDNN_MAX_CPU_ISA=AVX2 says no). Without
+    AMX they are emulated (no AVX512-BF16) or, with AVX512-BF16 alone, measured
+    slower than fp32 all the same (docs/speed.md, "Which precision on which CPU")."""
+    import torch
+
+    onednn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    if onednn_bf16 is None or amx is None:  # a torch without the checks: the CPU's flags
+        return "amx_bf16" in cpu_flags()
+    return bool(onednn_bf16()) and bool(amx())
 
 
-def emulated_bf16_note() -> str:
-    """Why bfloat16 is a bad choice on this CPU: it is named, and the cost measured."""
-    return (f"this CPU ({cpu_model()}) has no AVX512-BF16 or AMX, so its bfloat16 matmuls are emulated and "
-            f"run slower than fp32: {EMULATED_BF16_COST}")
+def slow_bf16_note() -> str:
+    """Why bfloat16 is a bad choice on this CPU, naming it, with the cost measured."""
+    flags = cpu_flags()
+    if "avx512_bf16" in flags or "bf16" in flags:
+        why = ("has no AMX, and with AVX512-BF16 alone bfloat16 measured slower than fp32: fine-tuning at 0.64x "
+               "and inference at 0.55x of fp32's speed on an Intel Xeon without AMX")
+    else:
+        why = ("has no AVX512-BF16 or AMX, so its bfloat16 matmuls are emulated: inference at a fifth of fp32's "
+               "words/s with torch held to AVX2")
+    return f"this CPU ({cpu_model()}) {why} (bench/ner_conll.py, bench/inference_speed.py; docs/speed.md)"
 
 
 @lru_cache(maxsize=None)
-def warn_emulated_bf16(advice: str) -> None:
-    """The emulated-bfloat16 warning, once per process and advice (each training
-    or inference pass would repeat it)."""
-    warnings.warn(f"{emulated_bf16_note()}; {advice}", stacklevel=3)
+def warn_slow_bf16(advice: str) -> None:
+    """The slow-bfloat16 warning, once per process and advice (each training or
+    inference pass would repeat it)."""
+    warnings.warn(f"{slow_bf16_note()}; {advice}", stacklevel=3)

@@ -118,18 +118,18 @@ def test_all_layers_on_request(tiny_model_dir):
     assert enc.token_vectors("first", layer=0).shape == (4, enc.width)
 
 
-def test_bf16_on_a_cpu_without_bf16_warns_once_naming_the_cpu_and_the_cost(tiny_model_dir, monkeypatch):
+def test_bf16_on_a_cpu_where_it_is_slow_warns_once_naming_the_cpu_and_the_cost(tiny_model_dir, monkeypatch):
     import warnings
 
     from spacy_mlm.models import encoder as encoder_module
-    from spacy_mlm.util.machine import cpu_model, warn_emulated_bf16
+    from spacy_mlm.util.machine import cpu_model, warn_slow_bf16
 
     nlp = make_nlp(tiny_model_dir, precision="bf16")
-    monkeypatch.setattr(encoder_module, "cpu_has_bf16", lambda: False)
-    warn_emulated_bf16.cache_clear()  # an earlier test on such a CPU has had its warning
-    with pytest.warns(UserWarning, match="no AVX512-BF16 or AMX, so its bfloat16 matmuls are emulated") as seen:
+    monkeypatch.setattr(encoder_module, "cpu_bf16_is_faster", lambda: False)
+    warn_slow_bf16.cache_clear()  # an earlier test on such a CPU has had its warning
+    with pytest.warns(UserWarning, match="bfloat16") as seen:
         nlp(TEXTS[0])
-    assert cpu_model() in str(seen[0].message) and "a sixth of fp32's words/s" in str(seen[0].message)
+    assert f"this CPU ({cpu_model()})" in str(seen[0].message) and "docs/speed.md" in str(seen[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nlp(TEXTS[1])  # once: not at every batch
