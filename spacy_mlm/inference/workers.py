@@ -129,27 +129,43 @@ class LocalWorkers:
         todo, order = deque(shards), deque(number for number, _ in shards)
         finished: Dict[int, bytes] = {}
         idle = list(self.workers)
-        failure: Optional[str] = None
         while order:
-            while todo and idle and len(finished) + len(self.workers) - len(idle) < 2 * len(self.workers):
-                worker = idle.pop()
-                worker.shard = todo.popleft()
-                worker.conn.send(worker.shard)
-            ready = wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers])
-            for worker in self.workers:
-                if worker.conn in ready and failure is None:
-                    failure = self._receive(worker, finished)
-                    if failure is None:
-                        idle.append(worker)
-            for worker in self.workers:
-                if worker.process.sentinel in ready and failure is None:
-                    failure = f"{worker.name} {worker.how_it_ended()}{worker.at_work()}"
+            failure = self._hand_out(todo, idle, len(finished))
+            if failure is None:
+                failure = self._take_answers(idle, finished)
             while order and order[0] in finished:
                 number = order.popleft()
                 yield number, finished.pop(number)
             if failure is not None:
                 raise WorkerFailed(f"{failure}. The shards written so far are whole: rerun the same command to "
                                    "annotate the rest")
+
+    def _hand_out(self, todo: deque, idle: List[Worker], waiting: int) -> Optional[str]:
+        """Send shards to idle workers while fewer than two per worker are out
+        or `waiting` to be yielded; a worker found dead on the way, named."""
+        while todo and idle and waiting + len(self.workers) - len(idle) < 2 * len(self.workers):
+            worker = idle.pop()
+            worker.shard = todo.popleft()
+            try:
+                worker.conn.send(worker.shard)
+            except OSError:  # it died since the last wait (a broken pipe)
+                return f"{worker.name} {worker.how_it_ended()}"
+        return None
+
+    def _take_answers(self, idle: List[Worker], finished: Dict[int, bytes]) -> Optional[str]:
+        """Wait for answers or deaths; take every answer there (an idle worker
+        back in `idle`); the first failure or death, named."""
+        ready = wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers])
+        for worker in self.workers:
+            if worker.conn in ready:
+                failure = self._receive(worker, finished)
+                if failure is not None:
+                    return failure
+                idle.append(worker)
+        for worker in self.workers:
+            if worker.process.sentinel in ready:
+                return f"{worker.name} {worker.how_it_ended()}{worker.at_work()}"
+        return None
 
     @staticmethod
     def _receive(worker: Worker, finished: Dict[int, bytes]) -> Optional[str]:
