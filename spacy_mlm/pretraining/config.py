@@ -45,7 +45,7 @@ next_sentence = false
 # auto = cuda when available, else cpu
 device = "auto"
 # fp32, or bf16: forward passes under torch.autocast in bfloat16 (weights, optimizer and losses stay
-# fp32); for CPUs with AVX512-BF16 or AMX and recent GPUs (speed: docs/pretraining.md)
+# fp32); for CPUs with AMX and recent GPUs, slower than fp32 on other CPUs (docs/speed.md)
 precision = "fp32"
 
 [pretraining.corpus]
