@@ -17,6 +17,8 @@ from typing import Callable, List, Sequence, Tuple
 
 import numpy
 
+from ..errors import DataError
+
 ECE_BINS = 15
 # probabilities are kept this far from 0 and 1 in the log-likelihood
 _EPS = 1e-12
@@ -34,7 +36,7 @@ class ReliabilityBin:
 def _checked(probs: Sequence[float], correct: Sequence[bool]):
     probs, correct = numpy.asarray(probs, dtype=float), numpy.asarray(correct, dtype=bool)
     if probs.shape != correct.shape or probs.ndim != 1:
-        raise ValueError(f"probabilities {probs.shape} and outcomes {correct.shape} must be two lists of one length")
+        raise DataError(f"probabilities {probs.shape} and outcomes {correct.shape} must be two lists of one length")
     return probs, correct
 
 
