@@ -22,7 +22,7 @@ from spacy_mlm.inference.records import read_records
 from spacy_mlm.inference.workers import WorkerFailed
 from spacy_mlm.util.outputs import OutputRefused
 
-from .conftest import TEXTS, assert_same_docs
+from .conftest import TEXTS, assert_close_docs
 
 
 def write_input(path: Path, bad: bool = False) -> Path:
@@ -41,20 +41,22 @@ def shard_docs(output_dir: Path, vocab):
 
 
 def reference(nlp, batch_size=64):
-    """nlp.pipe's Docs, less the hidden states (the shards leave them out). The
-    same batches give the same floats: padding changes the matmuls' shapes."""
+    """nlp.pipe's Docs, less the hidden states (the shards leave them out), in
+    the batches a worker runs (a shard), compared within fp32's spread: a worker
+    is another process, with one thread, so other kernels may run."""
     docs = list(nlp.pipe(TEXTS, batch_size=batch_size))
     for doc in docs:
         doc._.mlm_encoding = None
     return docs
 
 
+@pytest.mark.numerics
 def test_local_engine_writes_what_nlp_pipe_gives_in_input_order(saved_pipelines, tmp_path):
     summary = inference.apply_pipeline(saved_pipelines["crf"], write_input(tmp_path / "in.jsonl"), tmp_path / "out",
                                        shard_size=2, workers=2, quiet=True)  # two worker processes
     assert (summary.shards, summary.written, summary.skipped, summary.records) == (3, 3, 0, len(TEXTS))
     nlp = spacy.load(saved_pipelines["crf"])
-    assert_same_docs(shard_docs(tmp_path / "out", nlp.vocab), reference(nlp, batch_size=2))  # a worker's batch: a shard
+    assert_close_docs(shard_docs(tmp_path / "out", nlp.vocab), reference(nlp, batch_size=2))  # a worker's batch: a shard
 
 
 def test_bad_records_are_named_and_skipped_or_stop_the_job(saved_pipelines, tmp_path):
@@ -113,7 +115,7 @@ def test_an_interrupted_job_resumes_where_it_stopped(saved_pipelines, tmp_path, 
     assert (summary.written, summary.skipped, summary.records, summary.damaged) == (2, 1, 3, [])
     assert (out / "shard-00000.spacy").stat().st_mtime_ns == before
     nlp = spacy.load(saved_pipelines["crf"])
-    assert_same_docs(shard_docs(out, nlp.vocab), reference(nlp, batch_size=2))
+    assert_close_docs(shard_docs(out, nlp.vocab), reference(nlp, batch_size=2))
     with pytest.raises(SpacyMlmError, match=r"holds the output of another job: shard_size: 2 -> 3\. Pass --force"):
         inference.apply_pipeline(saved_pipelines["crf"], path, out, shard_size=3, quiet=True)
 
@@ -131,7 +133,7 @@ def test_a_damaged_shard_is_annotated_again(saved_pipelines, tmp_path):
     assert (summary.written, summary.skipped, summary.damaged) == (2, 1, ["shard-00001.spacy"])
     assert (out / "shard-00000.spacy").stat().st_mtime_ns == kept
     nlp = spacy.load(saved_pipelines["crf"])
-    assert_same_docs(shard_docs(out, nlp.vocab), reference(nlp, batch_size=2))
+    assert_close_docs(shard_docs(out, nlp.vocab), reference(nlp, batch_size=2))
     shard.write_bytes(b"edited")
     result = CliRunner().invoke(app, ["apply", str(saved_pipelines["crf"]), str(path), str(out), "--shard-size", "2",
                                       "--quiet"])
@@ -211,7 +213,7 @@ def test_ray_engine_with_two_workers_gives_what_nlp_pipe_gives(local_ray, saved_
                                        shard_size=2, quiet=True)
     assert (summary.shards, summary.written, summary.records) == (3, 3, len(TEXTS))
     nlp = spacy.load(saved_pipelines["crf"])
-    assert_same_docs(shard_docs(tmp_path / "out", nlp.vocab), reference(nlp, batch_size=2))  # a worker's batch: a shard
+    assert_close_docs(shard_docs(tmp_path / "out", nlp.vocab), reference(nlp, batch_size=2))  # a worker's batch: a shard
 
 
 def test_a_worker_that_fails_ends_the_job_naming_it_and_its_shard(saved_pipelines, tmp_path):
