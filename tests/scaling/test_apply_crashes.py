@@ -81,13 +81,13 @@ def test_a_forked_child_does_not_keep_the_output_lock(tmp_path):
         [sys.executable, "-c", "import os, time; from spacy_mlm.util.outputs import output_lock\n"
          f"with output_lock({str(out)!r}, 'apply'):\n"
          "    child = os.fork()\n"
-         "    if child == 0:\n        print('child', flush=True)\n        time.sleep(60)\n        os._exit(0)\n"
+         "    if child == 0:\n        import sys; sys.stderr.write('running\\n'); sys.stderr.flush()\n"
+         "        time.sleep(60)\n        os._exit(0)\n"
          "    print(child, flush=True)\n    time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
-    # both lines: the parent's (the child's pid) and the child's, once it runs (it has closed its copy by then)
-    lines = sorted(holder.stdout.readline().strip() for _ in range(2))
-    assert lines[1] == "child", lines
-    child = int(lines[0])
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
+    # the child says it runs (it has closed its copy of the lock by then) on a channel of its own
+    assert holder.stderr.readline().strip() == "running"
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     try:
