@@ -14,7 +14,6 @@ TOKEN_POOLINGS = ("first", "mean", "last", "max")
 DOC_POOLINGS = ("cls", "doc_mean", "pooler", "pair_mean")
 # doc poolings whose row is wider than the encoder: pair_mean is [u, v, |u - v|]
 POOLING_WIDTH_FACTOR = {"pair_mean": 3}
-SUBWORD_POOLINGS = ("first", "mean")
 
 
 def _index(array: numpy.ndarray, device: torch.device) -> torch.Tensor:
@@ -89,31 +88,3 @@ def piece_rows(hidden: torch.Tensor, alignment: Alignment) -> torch.Tensor:
     """(n_pairs, width): one row per (token, piece) pair of the alignment,
     grouped by token (a piece shared by two tokens appears under both)."""
     return hidden[_index(alignment.piece_index, hidden.device)]
-
-
-def pool_piece_scores(rows: torch.Tensor, lengths: torch.Tensor, how: str, log_probs: bool) -> torch.Tensor:
-    """(n_tokens, K) token scores from (n_rows, K) piece scores grouped by token
-    (`lengths`: pieces per token, 0 for a token without pieces).
-
-    ``first``: the token's first piece decides; ``mean``: the pieces'
-    distributions are averaged (with `log_probs`, the log of the mean of their
-    softmax distributions, for the softmax tagger; else the mean of the raw
-    scores, for the CRF whose emissions are unnormalised). A token without
-    pieces gets a uniform distribution (zero scores)."""
-    if how not in SUBWORD_POOLINGS:
-        raise SettingError(f"unknown subword pooling {how!r}: expected one of {', '.join(SUBWORD_POOLINGS)}")
-    lengths = torch.as_tensor(lengths, dtype=torch.long, device=rows.device)
-    n_tokens, n_tags = len(lengths), rows.shape[1]
-    has = (lengths > 0).unsqueeze(1)
-    values = torch.log_softmax(rows, dim=-1) if log_probs else rows
-    if how == "first":
-        starts = torch.cumsum(lengths, 0) - lengths
-        present = torch.nonzero(lengths > 0).squeeze(1)
-        pooled = rows.new_zeros((n_tokens, n_tags)).index_copy(0, present, values[starts[present]])
-        return torch.where(has, pooled, rows.new_full((), -float(numpy.log(n_tags)) if log_probs else 0.0))
-    token_of_row = torch.repeat_interleave(torch.arange(n_tokens, device=rows.device), lengths)
-    counts = lengths.clamp(min=1).to(rows.dtype).unsqueeze(1)
-    if not log_probs:
-        return rows.new_zeros((n_tokens, n_tags)).index_add(0, token_of_row, values) / counts
-    mean_probs = rows.new_zeros((n_tokens, n_tags)).index_add(0, token_of_row, values.exp()) / counts
-    return torch.log(torch.where(has, mean_probs, rows.new_full((), 1.0 / n_tags)))

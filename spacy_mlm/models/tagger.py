@@ -10,7 +10,6 @@ the component one `TagScores` per batch; in training the component's loss
 gives the gradient for its scores (`loss_and_gradient`), which the backprop
 callback pushes through the head and the listener into the encoder.
 """
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 import torch
@@ -19,6 +18,7 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d
 
+from ..tagging.emissions import TagScores
 from ..util.settings import FLAG, INT, NUMBER, check_settings, optional
 from .initialization import init_output_layer
 from .listener import PieceRows, initialized_width
@@ -47,18 +47,6 @@ class TaggerHead(torch.nn.Module):
         weight = self.output.weight
         n = weight.shape[0]
         return weight.new_zeros(n), weight.new_zeros((n, n)), weight.new_zeros(n)
-
-
-@dataclass
-class TagScores:
-    """Tag scores of one batch: every row of every doc in one tensor."""
-
-    scores: torch.Tensor  # (n_rows, n_tags)
-    rows_per_doc: List[int]
-    pieces_per_token: Optional[List[torch.Tensor]]  # per doc, for subword rows; None for token rows
-
-    def per_doc(self) -> List[torch.Tensor]:
-        return list(torch.split(self.scores, self.rows_per_doc))
 
 
 @registry.architectures("spacy_mlm.TokenTagger.v3")

@@ -33,10 +33,10 @@ tags.
 from dataclasses import replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy
 import torch
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
-import numpy
 from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import minibatch
@@ -45,16 +45,16 @@ from thinc.api import Model, Optimizer
 
 from ..errors import NotInitializedError, SpacyMlmError
 from ..interop.hf_heads import read_hf_head
-from ..models.pooling import SUBWORD_POOLINGS
-from ..models.tagger import TagScores, tagger_head
+from ..models.tagger import tagger_head
 from ..models.torch_head import loss_and_gradient
-from ..tagging.crf import apply_constraints
 from ..scoring.calibration import binary_nll, expected_calibration_error, fit_temperature
+from ..tagging.crf import apply_constraints
+from ..tagging.emissions import SUBWORD_POOLINGS, TagScores
+from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
 from ..tagging.sequences import (DocSpans, SpanRequest, decode_docs, decode_sequences, sequence_offsets, tagging_loss,
                                  tempered, viterbi_queries)
 from ..tagging.span_marginals import expected_entity_errors, span_patterns, span_probabilities
 from ..tokenization.context import CONTEXTS
-from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
 from ..util.settings import FLAG, INT, NUMBER, TEXT, TEXTS, check_settings, optional
 

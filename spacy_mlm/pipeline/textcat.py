@@ -222,9 +222,15 @@ class MLMTextCategorizer(PairInputGuard, TextCategorizer):
     def predict(self, docs: Iterable[Doc]):
         """(n_docs, n_labels) probabilities, as a numpy array on the host (a
         component trained on pairs warns once when given a single text)."""
+        return self._probabilities(self.logits(docs), self.cfg.get("temperature", 1.0))
+
+    def logits(self, docs: Iterable[Doc]) -> torch.Tensor:
+        """(n_docs, n_labels) scores before the temperature and the softmax (or
+        sigmoid), on the model's device: what `mlm_zero_shot` compares across
+        the hypotheses of a text, as Hugging Face's zero-shot pipeline does."""
         docs = list(docs)
         self.check_pair_input(docs)
-        return self._probabilities(self.model.predict(docs), self.cfg.get("temperature", 1.0))
+        return self.model.predict(docs)
 
     def _probabilities(self, logits: torch.Tensor, temperature: float):
         scaled = logits / temperature

@@ -9,8 +9,12 @@ labels come from the config or, per call, `classify(texts, labels)`.
 
 Run by `nlp(text)`, the NLI classifier and its encoder would first read the text
 alone, which the classifier was not trained for: `add_zero_shot` adds the
-component and disables them (they stay in the pipeline, saved with it, and the
-component calls them itself).
+component and disables them (they stay in the pipeline, saved with it). The
+pair Docs this component makes go through them as `nlp.pipe` would take a Doc
+through the pipeline: the encoder's `pipe` annotates them, and the classifier
+reads that encoding through its listener, as every component reads the encoder;
+only the classifier's `logits` (before its softmax) are asked for instead of
+its probabilities.
 """
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
@@ -103,8 +107,8 @@ class MLMZeroShotClassifier(Pipe):
         pairs = (make_pair_doc(self.nlp, text, hyp) for text in texts for hyp in hyps)
         logits = []
         for docs in minibatch(pairs, self.cfg["batch_size"]):
-            encoder.set_annotations(docs, encoder.predict(docs))
-            logits.append(classifier.model.predict(docs).float())
+            docs = list(encoder.pipe(docs, batch_size=len(docs)))
+            logits.append(classifier.logits(docs).float())
             for doc in docs:  # the piece vectors are not kept on throwaway docs
                 doc._.set(ENCODING_ATTR, None)
         logits = torch.cat(logits).reshape(len(texts), len(labels), -1)

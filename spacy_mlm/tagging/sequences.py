@@ -12,10 +12,9 @@ import numpy
 import torch
 from spacy.tokens import Doc
 
-from ..models.tagger import TagScores
 from ..tokenization.context import sentence_starts
 from .decoding import decode_tags
-from .emissions import pad_rows, token_emissions
+from .emissions import TagScores, pad_rows, token_emissions
 from .losses import sequence_loss, subword_softmax_loss
 from .schemes import tags_to_spans
 from .span_marginals import SpanPatterns, span_probabilities

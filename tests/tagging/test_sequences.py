@@ -5,7 +5,7 @@ import spacy
 import torch
 from spacy.tokens import Doc
 
-from spacy_mlm.models.tagger import TagScores
+from spacy_mlm.tagging.emissions import TagScores
 from spacy_mlm.tagging.sequences import decode_docs, join_sequences, sentence_lengths, split_sequences, tagging_loss
 
 NO_MOVES = (torch.zeros(2), torch.zeros(2, 2), torch.zeros(2))

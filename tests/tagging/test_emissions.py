@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from spacy_mlm.errors import SettingError
-from spacy_mlm.models.pooling import pool_piece_scores
+from spacy_mlm.tagging.emissions import pool_piece_scores
 
 # 3 tokens: 2 pieces, 0 pieces, 1 piece
 ROWS = torch.tensor([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
