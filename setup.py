@@ -99,6 +99,7 @@ setup(
         ],
         "spacy_callbacks": [
             "spacy_mlm.atomic_to_disk.v1 = spacy_mlm.util.save:make_atomic_to_disk",
+            "spacy_mlm.calibrated_to_disk.v1 = spacy_mlm.evaluation.calibration:make_calibrated_to_disk",
         ],
     },
 )

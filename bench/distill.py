@@ -11,6 +11,7 @@ CPU user picks instead, every system in one run (issue 51).
                   valid and test splits, both read, not its train split), and the gold loss
                   on the teacher's own training sentences; --distill-steps x --distill-batch
   student_2l      the same with layers 2, 5 (keep_every 3)
+                  (the teacher's outputs are cached on disk from the first epoch over the texts on)
   *_int8          each of those through `spacy_mlm optimize --precision int8`
   spacy_trf       spacy-transformers on the same MiniLM + spaCy's transition-based ner,
                   trained on the teacher's sentences and budget (bench/ner_conll.py's)
@@ -24,6 +25,13 @@ inference words/s: wall clock, batches of 64 sentences, --threads torch threads
 
     .venv/bin/python bench/distill.py            # over an hour on a 2-core CPU
     .venv/bin/python bench/distill.py --quick    # a smoke test: a few minutes
+
+In parts (what a killed run had built is kept): `--reuse` takes the teacher, the
+students and their int8 copies already under OUT instead of building them again,
+so the training can run on a busy machine and the scoring later on a quiet core:
+
+    .venv/bin/python bench/distill.py --systems teacher,student_3l,student_2l --no-score
+    .venv/bin/python bench/distill.py --reuse    # builds what is missing, then scores every system
 
 Last line: one JSON object: each system's dev F1 and words/s, the ratios the
 issue asks about, the budgets and the machine.
@@ -74,19 +82,25 @@ def run(command):
 
 
 def distill_student(args, teacher: Path, texts: Path, gold: Path, keep_every: int, out: Path) -> Path:
+    if args.reuse and (out / "model" / "meta.json").exists():
+        print(f"reusing {out / 'model'}", flush=True)
+        return out / "model"
     with Stopwatch() as clock:
         run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, "--force", "--quiet",
              "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
              "--distillation.student.keep_every", keep_every, "--distillation.max_steps", args.distill_steps,
              "--distillation.batch_size", args.distill_batch, "--distillation.temperature", args.temperature,
-             "--distillation.seed", args.seed, "--distillation.checkpoint_every", 0,
+             "--distillation.seed", args.seed, "--distillation.checkpoint_every", 0, "--distillation.cache_teacher", "true",
              "--distillation.optimizer.learning_rate", args.distill_lr,
              "--distillation.optimizer.warmup_steps", args.distill_steps // 10])
     print(f"distilled {out.name} in {clock.seconds:.0f}s", flush=True)
     return out / "model"
 
 
-def int8(pipeline: Path, out: Path) -> Path:
+def int8(args, pipeline: Path, out: Path) -> Path:
+    if args.reuse and (out / "meta.json").exists():
+        print(f"reusing {out}", flush=True)
+        return out
     run([sys.executable, "-m", "spacy_mlm", "optimize", pipeline, out, "--precision", "int8", "--force"])
     return out
 
@@ -142,6 +156,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=2, help="inference passes per system (the best counts)")
     parser.add_argument("--systems", default="teacher,teacher_int8,student_3l,student_3l_int8,student_2l,"
                                              "student_2l_int8,spacy_trf,spacy_cnn")
+    parser.add_argument("--reuse", action="store_true",
+                        help="take the teacher, students and int8 copies an earlier run left under OUT")
+    parser.add_argument("--no-score", action="store_true", help="build the pipelines only (score later with --reuse)")
     parser.seed()
     parser.threads()
     parser.output("bench_distill", "bench_distill_quick")
@@ -162,7 +179,13 @@ def main():
     gold = args.out / "teacher_train.spacy"
     DocBin(docs=sentences).to_disk(gold)
     started = time.time()
-    teacher = Path(args.teacher) if args.teacher else train_teacher(args, sentences, args.out / "teacher")
+    if args.teacher:
+        teacher = Path(args.teacher)
+    elif args.reuse and (args.out / "teacher" / "meta.json").exists():
+        teacher = args.out / "teacher"
+        print(f"reusing {teacher}", flush=True)
+    else:
+        teacher = train_teacher(args, sentences, args.out / "teacher")
     texts = write_texts(args, args.out / "texts.txt")
     pipelines = {"teacher": teacher}
     for name, keep_every in STUDENTS.items():
@@ -170,7 +193,10 @@ def main():
             pipelines[name] = distill_student(args, teacher, texts, gold, keep_every, args.out / name)
     for name in list(pipelines):
         if f"{name}_int8" in systems:
-            pipelines[f"{name}_int8"] = int8(pipelines[name], args.out / f"{name}_int8")
+            pipelines[f"{name}_int8"] = int8(args, pipelines[name], args.out / f"{name}_int8")
+    if args.no_score:
+        print(f"built {', '.join(map(str, pipelines.values()))}; not scored (--no-score)", flush=True)
+        return
     results = {}
     for name in systems:
         if name == "spacy_trf":

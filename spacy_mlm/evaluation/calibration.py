@@ -2,19 +2,30 @@
 classifier (`mlm_textcat`, on texts or sentence pairs), on labelled data
 (`spacy_mlm calibrate`): the components before each one (the encoder) run on
 fresh Docs of the data, then the component fits its temperature on them
-against the gold (`MLMEntityRecognizer.calibrate`, `MLMTextCategorizer.calibrate`)."""
-from typing import Dict, Iterable, List, Optional, Sequence
+against the gold (`MLMEntityRecognizer.calibrate`, `MLMTextCategorizer.calibrate`).
+
+`spacy train` fits them itself with the `[training.before_to_disk]` callback
+`spacy_mlm.calibrated_to_disk.v1` (every shipped config has it): at each save,
+on the dev corpus the training loop scores, so model-best and model-last carry
+the temperature fitted at their own checkpoint."""
+import itertools
+import logging
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example
+from spacy.util import dot_to_object, registry
 
 from ..errors import SpacyMlmError
 from ..pipeline.ner import MLMEntityRecognizer
 from ..pipeline.textcat import MLMTextCategorizer
 from ..readers.common import one_hot_cats
 from ..tokenization.pair import make_pair_doc
+from ..util.save import make_atomic_to_disk
 from .evaluate import ASSIGNS, component_assigning, fresh_docs
+
+logger = logging.getLogger(__name__)
 
 
 def entity_recognizers(nlp: Language) -> List[str]:
@@ -62,3 +73,53 @@ def _upstream(nlp: Language, name: str, docs: Iterable[Doc], batch_size: int) ->
     for _, upstream in nlp.pipeline[: nlp.pipe_names.index(name)]:
         docs = upstream.pipe(docs, batch_size=batch_size)
     return docs
+
+
+def calibrated_components(nlp: Language) -> List[str]:
+    """The enabled components that fit a temperature (mlm_ner, mlm_textcat)."""
+    return [name for name, pipe in nlp.pipeline if isinstance(pipe, (MLMEntityRecognizer, MLMTextCategorizer))]
+
+
+def calibrate_on_examples(nlp: Language, examples: Sequence[Example], *, batch_size: int = 64) -> Dict[str, Dict]:
+    """Fit the temperature of every calibrated component on `examples` (a
+    corpus reader's, as `spacy train` scores them: their predicted Docs
+    unannotated); each component's report by name. A component that predicts
+    no entity yet (early in training) keeps its temperature: its report says why."""
+    reports = {}
+    for name in calibrated_components(nlp):
+        predicted = _upstream(nlp, name, (eg.predicted.copy() for eg in examples), batch_size)
+        ready = [Example(doc, eg.reference) for doc, eg in zip(predicted, examples)]
+        try:
+            reports[name] = nlp.get_pipe(name).calibrate(ready, batch_size=batch_size)
+        except SpacyMlmError as err:
+            reports[name] = {"skipped": str(err)}
+    return reports
+
+
+@registry.callbacks("spacy_mlm.calibrated_to_disk.v1")
+def make_calibrated_to_disk(dev_corpus: str = "corpora.dev", max_examples: int = 1000,
+                            batch_size: int = 64) -> Callable[[Language], Language]:
+    """`[training.before_to_disk]` callback: before each save of `spacy train`
+    (model-last at every evaluation, model-best a copy of it), fit the
+    temperature of every mlm_ner and mlm_textcat on the first `max_examples`
+    examples (0: all) of `dev_corpus` (the config's reader, as [training]
+    dev_corpus names it), then save atomically as `spacy_mlm.atomic_to_disk.v1`
+    does. The temperature changes probabilities only: no entity, label or
+    score that training selects on moves (unless `threshold` is set). Costs one
+    pass over those examples per save; a pipeline with neither component is
+    saved without it."""
+
+    def before_to_disk(nlp: Language) -> Language:
+        if calibrated_components(nlp):
+            corpus = dot_to_object({"corpora": registry.resolve(nlp.config.interpolate()["corpora"])}, dev_corpus)
+            examples = list(itertools.islice(corpus(nlp), max_examples or None))
+            for name, report in calibrate_on_examples(nlp, examples, batch_size=batch_size).items():
+                if "skipped" in report:
+                    logger.warning("'%s' keeps temperature %s: %s", name, nlp.get_pipe(name).cfg.get("temperature", 1.0),
+                                   report["skipped"])
+                else:
+                    logger.info("'%s' temperature %.3f on %d dev examples", name, report["temperature"], len(examples))
+        return save_atomically(nlp)
+
+    save_atomically = make_atomic_to_disk()
+    return before_to_disk
