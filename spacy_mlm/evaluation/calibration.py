@@ -111,7 +111,8 @@ def make_calibrated_to_disk(dev_corpus: str = "corpora.dev", max_examples: int =
 
     def before_to_disk(nlp: Language) -> Language:
         if calibrated_components(nlp):
-            corpus = dot_to_object({"corpora": registry.resolve(nlp.config.interpolate()["corpora"])}, dev_corpus)
+            # only the dev reader is built (the train reader may read its whole file when built)
+            corpus = registry.resolve({"dev": dot_to_object(nlp.config.interpolate(), dev_corpus)})["dev"]
             examples = list(itertools.islice(corpus(nlp), max_examples or None))
             for name, report in calibrate_on_examples(nlp, examples, batch_size=batch_size).items():
                 if "skipped" in report:
