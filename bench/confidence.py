@@ -5,7 +5,12 @@ one MiniLM encoder and one budget.
   ours, ours_crf     mlm_ner (softmax, CRF; configs/ner.cfg): the exact span
                      marginal of each entity, at temperature 1 and after
                      `calibrate` (ours_cal, ours_crf_cal: the temperature
-                     fitted on held-out training sentences, never on dev);
+                     fitted on held-out training sentences, never on dev;
+                     ours_devcal, ours_crf_devcal: fitted on dev, as `spacy
+                     train` does, cross-fitted: the entities of one half of dev
+                     (even or odd positions) scored at the temperature fitted
+                     on the other half, so no score comes from a fit on its
+                     own sentence);
   hf_first, hf_average, hf_max
                      Hugging Face's token-classification pipeline over a model
                      fine-tuned by the run_ner recipe (bench/ner_conll.py's),
@@ -20,6 +25,13 @@ predicted entities on dev: the expected calibration error (15 bins) of "the
 entity is right" (exact span and type) against its score, the area under the
 precision-coverage curve (the entities kept in order of their score), the
 precision at the score threshold that keeps 80% of them, and entity F1.
+
+The systems do not predict as many entities (spancat keeps only spans scored
+0.5 or more), and the area of a smaller, surer set is higher by construction;
+so also `area_matched`, each system's area over its N best-scored entities,
+N the fewest any system of the seed predicted, and every figure again for the
+entities scored 0.5 or more (`NAME_t50`: what mlm_ner's `threshold = 0.5`
+keeps, spancat's own threshold).
 
     python bench/confidence.py --quick        # a smoke test: a few minutes on 2 cores
     python bench/confidence.py                # 2000 sentences x 2 epochs, 3 seeds, whole dev set
@@ -44,6 +56,12 @@ from spacy_mlm import (
 SYSTEMS = ("ours", "ours_crf", "hf", "spancat")
 HF_AGGREGATIONS = ("first", "average", "max")
 SPANCAT_SIZES = [1, 2, 3, 4, 5, 6]
+
+
+def top_area(scores, correct, n):
+    """The precision-coverage area over the n best-scored entities."""
+    order = numpy.argsort(-scores, kind="stable")[:n]
+    return precision_coverage_area(scores[order], correct[order])
 
 
 def scored_figures(predicted, gold):
@@ -81,11 +99,31 @@ def run_ours(args, crf, train_docs, calibration_docs, dev_docs, order):
     nlp = ner.build_ours(args.model, crf)
     train_s = ner.train_spacy(nlp, ner.gold_examples(nlp, train_docs), order, args.lr, args.warmup)
     before = ours_entities(nlp, dev_docs)
+    dev_calibrated, dev_temperatures = cross_fitted(nlp, dev_docs)
     gold_calibration = [ner.fresh(nlp, d, with_ents=True) for d in calibration_docs]
     report = calibrate_entities(nlp, gold_calibration)["ner"]
     print(f"    calibrated on {len(calibration_docs)} held-out train sentences: temperature "
-          f"{report['temperature']:.3f}, NLL {report['nll_before']:.4f} -> {report['nll_after']:.4f}", flush=True)
-    return {"": before, "_cal": ours_entities(nlp, dev_docs)}, train_s, report["temperature"]
+          f"{report['temperature']:.3f}, NLL {report['nll_before']:.4f} -> {report['nll_after']:.4f}; on the dev "
+          f"halves: {dev_temperatures[0]:.3f}, {dev_temperatures[1]:.3f}", flush=True)
+    temperatures = {"held_out_train": report["temperature"], "dev_halves": dev_temperatures}
+    return {"": before, "_cal": ours_entities(nlp, dev_docs), "_devcal": dev_calibrated}, train_s, temperatures
+
+
+def cross_fitted(nlp, dev_docs):
+    """Each dev Doc's entities scored at the temperature fitted on the other
+    half of dev (two folds: even and odd positions), and the two temperatures;
+    the component's temperature is left as it was."""
+    cfg = nlp.get_pipe("ner").cfg
+    start, temperatures, out = cfg["temperature"], [], [None] * len(dev_docs)
+    for fold in (0, 1):
+        cfg["temperature"] = start
+        fit = [ner.fresh(nlp, d, with_ents=True) for i, d in enumerate(dev_docs) if i % 2 != fold]
+        temperatures.append(calibrate_entities(nlp, fit)["ner"]["temperature"])
+        held = list(range(fold, len(dev_docs), 2))
+        for i, entities in zip(held, ours_entities(nlp, [dev_docs[i] for i in held])):
+            out[i] = entities
+    cfg["temperature"] = start
+    return out, temperatures
 
 
 # -- Hugging Face's pipeline ----------------------------------------------------------
@@ -181,6 +219,7 @@ def main():
 
     import spacy
 
+    args.out.mkdir(parents=True, exist_ok=True)
     vocab = spacy.blank("en").vocab
     runs, pooled, temperatures = {}, {}, {}
     for seed in args.seed_list:
@@ -194,6 +233,7 @@ def main():
         print(f"== seed {seed}: {len(train_docs)} train sentences, {args.epochs} epoch(s), {len(order)} steps of "
               f"{args.batch_size}, peak lr {args.lr}; {len(calibration_docs)} calibration sentences; "
               f"{len(dev_docs)} dev sentences; torch threads {torch.get_num_threads()}", flush=True)
+        seed_scores = {}
         for system in args.systems:
             print(f"-- {system}", flush=True)
             with Stopwatch() as clock:
@@ -205,15 +245,27 @@ def main():
                 else:
                     predicted, train_s = run_spancat(args, train_docs, dev_docs, order)
             for suffix, entities in predicted.items():
-                figures, (scores, correct) = scored_figures(entities, gold)
-                name = system + suffix
-                runs.setdefault(name, []).append({**figures, "train_s": train_s})
-                previous = pooled.get(name, (numpy.zeros(0), numpy.zeros(0, dtype=bool)))
-                pooled[name] = (numpy.concatenate([previous[0], scores]), numpy.concatenate([previous[1], correct]))
-                print(f"   {name}: ECE {figures['ece']:.4f}, area {figures['area']:.4f}, precision at 80% "
-                      f"{figures['precision_at_80']:.4f}, F1 {100 * figures['f1']:.2f} ({figures['n_entities']} "
-                      f"entities; {clock.seconds:.0f}s)", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+                sure = [[x for x in doc_entities_ if x[3] >= 0.5] for doc_entities_ in entities]
+                for name, kept in ((system + suffix, entities), (f"{system}{suffix}_t50", sure)):
+                    figures, (scores, correct) = scored_figures(kept, gold)
+                    runs.setdefault(name, []).append({**figures, "train_s": train_s})
+                    seed_scores[name] = (scores, correct)
+                    if not name.endswith("_t50"):
+                        previous = pooled.get(name, (numpy.zeros(0), numpy.zeros(0, dtype=bool)))
+                        pooled[name] = (numpy.concatenate([previous[0], scores]),
+                                        numpy.concatenate([previous[1], correct]))
+                    print(f"   {name}: ECE {figures['ece']:.4f}, area {figures['area']:.4f}, precision at 80% "
+                          f"{figures['precision_at_80']:.4f}, F1 {100 * figures['f1']:.2f} ({figures['n_entities']} "
+                          f"entities; {clock.seconds:.0f}s)", flush=True)
+        fewest = min(len(scores) for name, (scores, _) in seed_scores.items() if not name.endswith("_t50"))
+        for name, (scores, correct) in seed_scores.items():
+            runs[name][-1]["area_matched"] = top_area(scores, correct, fewest)
+        print(f"   area over the {fewest} best-scored entities of each: " + ", ".join(
+            f"{name} {runs[name][-1]['area_matched']:.4f}" for name in seed_scores if not name.endswith("_t50")),
+            flush=True)
+        numpy.savez(args.out / f"entity_scores_seed{seed}.npz",
+                    **{f"{name}/{part}": value for name, pair in seed_scores.items()
+                       for part, value in zip(("scores", "correct"), pair)})
     reliability_chart({name: reliability_bins(*data) for name, data in pooled.items()}, args.out / "reliability.png",
                       f"entity scores on CoNLL-2003 dev ({len(args.seed_list)} seed(s) pooled)")
     print(f"wrote {args.out / 'reliability.png'}", flush=True)
@@ -223,7 +275,7 @@ def main():
                "temperatures": temperatures}
     for name, per_seed in runs.items():
         summary[name] = {key: dict(zip(("mean", "sd"), mean_and_sd([r[key] for r in per_seed])))
-                         for key in ("ece", "area", "precision_at_80", "f1", "train_s")}
+                         for key in ("ece", "area", "area_matched", "precision_at_80", "f1", "n_entities", "train_s")}
     print_result(summary)
 
 
