@@ -2,6 +2,7 @@
 trained teachers (`spacy_mlm.distillation`).
 
     spacy_mlm distill CONFIG OUTPUT_DIR [--resume] [--force] [--section.key value ...]
+    torchrun --nproc_per_node N -m spacy_mlm distill CONFIG OUTPUT_DIR ...   # data-parallel
 """
 import logging
 from pathlib import Path
@@ -42,10 +43,16 @@ def distill_cli(
     from ..distillation.loop import distill
     from ..util.outputs import claim_output, mark_output
 
+    from ..engine.process_group import launch_from_env
+
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    use_gpu(gpu_id)
+    group = launch_from_env()
+    use_gpu(gpu_id if group is None or gpu_id < 0 else group.local_rank)  # under torchrun: one GPU per process
     config = load_distillation_config(config_path, parse_config_overrides(ctx.args))
     section = config["distillation"]
+    if group is not None and not group.main:  # the first process checks and holds the output directory
+        distill(config, output_dir, resume=resume, quiet=True, force=force)
+        return
     inputs = [config_path, *paths_of(section, "teacher"), *paths_of(section, "texts"), section["gold"],
               section["student"]["encoder"]]
     with claim_output(output_dir, "distill", directory=True, inputs=inputs, replaces_whole=False, force=force,

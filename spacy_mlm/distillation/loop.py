@@ -9,9 +9,18 @@ same weights, optimizer moments, schedule, random state (dropout) and batches
 (`data.ItemStream`). Checkpoints are the engine's (`engine/checkpoint.py`):
 the student pipeline (`model/`), the training state and the run record, which
 a resumed run must match unless `--force`.
+
+Under `torchrun` each process distils its share of every step's batch (its
+teachers run on that share only), the soft losses divide by the whole step's
+counts, and the engine's reducer sums the gradients: N processes reach the
+weights one process would (up to the order of float sums). The first process
+writes the student, checkpoints and metrics; each process caches its own
+teacher outputs.
 """
+import contextlib
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Dict, List
@@ -20,12 +29,14 @@ import spacy
 import torch
 from thinc.api import Config
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, SettingError
 from ..engine.checkpoint import (
     check_same_run, flat_settings, restore_rng_state, resume_from, rng_state, save_checkpoint,
 )
 from ..engine.optimizer import adamw, warmup_linear
+from ..engine.process_group import ProcessGroup, launch_from_env, start_process_group
 from ..engine.trainer import Objective, Trainer, train
+from ..util.global_batch import summed_over_processes
 from ..util.io import atomic_write_text
 from ..util.progress import Progress
 from ..util.save import save_atomically
@@ -81,24 +92,28 @@ def torch_module_of(student, name: str) -> torch.nn.Module:
 
 
 class DistillationObjective(Objective):
-    """Distillation as the engine's objective: a step's texts and labelled Docs
-    with the teachers' outputs for them; the gradients are filled through the
+    """Distillation as the engine's objective: this process's share of a
+    step's texts and labelled Docs (every `world`-th item from its `rank`) with
+    the teachers' outputs for them; the gradients are filled through the
     student's listeners (`step.student_gradients`), not from one loss."""
 
     def __init__(self, student, encoder: str, components: List[str], teachers: Teachers, cache: TeacherCache,
-                 stream: ItemStream, texts: List[str], gold: List, section):
+                 stream: ItemStream, texts: List[str], gold: List, section, group: ProcessGroup = ProcessGroup()):
         self.student, self.encoder, self.components, self.teachers, self.cache = student, encoder, components, teachers, cache
-        self.stream, self.texts, self.gold, self.section = stream, texts, gold, section
+        self.stream, self.texts, self.gold, self.section, self.group = stream, texts, gold, section, group
 
     def batches(self, step: int) -> List[tuple]:
         text_items, gold_items = self.stream.items(step, self.section["batch_size"])
+        share = slice(self.group.rank, None, self.group.world)
+        text_items, gold_items = text_items[share], gold_items[share]
         gold_batch = [self.gold[i - len(self.texts)] for i in gold_items]
         docs = [self.student.make_doc(self.texts[i]) for i in text_items] + [eg.predicted for eg in gold_batch]
         return [(docs, gold_batch, batch_outputs(self.teachers, self.cache, step, text_items + gold_items, docs))]
 
     def backward(self, batch) -> Dict[str, float]:
         docs, gold_batch, targets = batch
-        return student_gradients(self.student, self.encoder, self.components, docs, gold_batch, targets, self.section)
+        return student_gradients(self.student, self.encoder, self.components, docs, gold_batch, targets, self.section,
+                                 with_gold=bool(self.gold))
 
 
 def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool = False, force: bool = False) -> Path:
@@ -106,10 +121,18 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
     section = config["distillation"]
     output_dir = Path(output_dir)
     ckpt_root = output_dir / "checkpoints"
-    resumed = resume_from(output_dir, resume, load_student)
+    group = join_distillation(section)
+    resumed = resume_from(output_dir, resume, load_student, group)
     teacher_paths = paths_of(section, "teacher")
     texts = read_texts(paths_of(section, "texts"), section["text_field"], section["file_format"])
-    student = resumed.model if resumed is not None else build_student(teacher_paths[0], section["student"], output_dir)
+    if resumed is not None:
+        student = resumed.model
+    elif group.main:
+        student = build_student(teacher_paths[0], section["student"], output_dir)
+    else:  # the same student, its encoder staged apart (the first process's copy is the one the pipeline names)
+        staging = output_dir / f".student_encoder.rank{group.rank}"
+        student = build_student(teacher_paths[0], section["student"], output_dir, staging=staging)
+        shutil.rmtree(staging)
     encoder, components = encoder_name(student.config), distilled_components(student)
     teachers = Teachers(teacher_paths, section["teacher_precision"], section["temperature"],
                         hidden=bool(section["hidden_weight"]))
@@ -124,39 +147,79 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
     device = next(modules.parameters()).device
     optimizer = adamw(modules.parameters(), section["optimizer"])
     trainer = Trainer(modules, optimizer, warmup_linear(optimizer, section["optimizer"]["warmup_steps"],
-                                                        section["max_steps"]), section["optimizer"]["max_grad_norm"])
-    torch.manual_seed(section["seed"])
+                                                        section["max_steps"]), section["optimizer"]["max_grad_norm"],
+                      group)
+    torch.manual_seed(section["seed"] + group.rank)
     if resumed is not None:
         trainer.load_state(resumed.state)
-        restore_rng_state(resumed.state["rng"], device)
+        saved_rng = resumed.state["rng"]
+        if isinstance(saved_rng, list):  # one state per process
+            if len(saved_rng) == group.world:  # else dropout noise simply starts afresh
+                restore_rng_state(saved_rng[group.rank], device)
+        elif group.world == 1:
+            restore_rng_state(saved_rng, device)
         step, history = resumed.state["step"], resumed.state["history"]
         logger.info("Resumed from %s at step %d", resumed.path, step)
-    atomic_write_text(output_dir / "config.cfg", config.to_str())
+    if group.main:
+        atomic_write_text(output_dir / "config.cfg", config.to_str())
     stream = ItemStream(len(texts), len(gold), section["seed"])
     cache = TeacherCache(output_dir / "teacher_cache" if section["cache_teacher"] else None,
-                         {**teachers.identity(section["teacher_precision"]), "data": run["data"]})
+                         {**teachers.identity(section["teacher_precision"]), "data": run["data"]}, group)
     logger.info("Distilling %s into a %d-layer student over %d texts and %d labelled Docs",
                 ", ".join(teacher_paths), modules[0].config.num_hidden_layers, len(texts), len(gold))
 
     def after_step(step: int, reports: List[Dict[str, float]]) -> bool:
-        losses = reports[-1]
+        losses = step_losses(reports[-1], group, device)
         history.append({"step": step, **losses, "lr": trainer.rate})
         bar.update(1)
         bar.set_postfix(", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
-        if step % section["log_every"] == 0:
+        if step % section["log_every"] == 0 and group.main:
             logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in history[-1].items() if k != "step"))
         if (section["checkpoint_every"] and step % section["checkpoint_every"] == 0) or step == section["max_steps"]:
-            state = {**trainer.state(), "rng": rng_state(device), "step": step, "history": history}
-            save_checkpoint(ckpt_root, step, student.to_disk, state, section["keep_checkpoints"], run)
-            atomic_write_text(output_dir / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in history))
+            rng = group.gather(rng_state(device)) if group.world > 1 else rng_state(device)
+            if group.main:
+                state = {**trainer.state(), "rng": rng, "step": step, "history": history}
+                save_checkpoint(ckpt_root, step, student.to_disk, state, section["keep_checkpoints"], run)
+                atomic_write_text(output_dir / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in history))
+            group.barrier()
         return False
 
-    bar = Progress(section["max_steps"], "distill", "steps", initial=step, quiet=quiet, logs_above=True)
+    bar = Progress(section["max_steps"], "distill", "steps", initial=step, quiet=quiet or not group.main,
+                   logs_above=True)
     started = time.time()
-    objective = DistillationObjective(student, encoder, components, teachers, cache, stream, texts, gold, section)
-    train(trainer, objective, step, section["max_steps"], after_step)
+    objective = DistillationObjective(student, encoder, components, teachers, cache, stream, texts, gold, section,
+                                      group)
+    with summed_over_processes() if group.world > 1 else contextlib.nullcontext():
+        train(trainer, objective, step, section["max_steps"], after_step)
     bar.close()
     final = output_dir / "model"
-    save_atomically(student, final)
-    logger.info("Saved the student to %s (%.0f s)", final, time.time() - started)
+    if group.main:
+        save_atomically(student, final)
+        logger.info("Saved the student to %s (%.0f s)", final, time.time() - started)
+    group.barrier()
     return final
+
+
+def join_distillation(section) -> ProcessGroup:
+    """This process's place in a torchrun launch (started: gloo on CPUs, NCCL
+    on GPUs), or rank 0 of 1; a batch too small to share is refused."""
+    group = launch_from_env()
+    if group is None:
+        return ProcessGroup()
+    from thinc.api import get_current_ops
+
+    start_process_group(group, type(get_current_ops()).__name__ == "CupyOps")
+    if section["batch_size"] < group.world:
+        raise SettingError(f"distillation.batch_size {section['batch_size']} is smaller than the {group.world} "
+                           "processes that share each batch")
+    return group
+
+
+def step_losses(losses: Dict[str, float], group: ProcessGroup, device: torch.device) -> Dict[str, float]:
+    """The step's losses: each process's share summed (each is its sum over the
+    share divided by the whole step's count)."""
+    if group.world == 1:
+        return losses
+    names = sorted(losses)
+    summed = group.sum(torch.tensor([float(losses[name]) for name in names], dtype=torch.float64, device=device))
+    return dict(zip(names, summed.tolist()))

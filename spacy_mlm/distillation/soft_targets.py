@@ -11,13 +11,17 @@ distributions at a temperature, and how far a student's are from them.
 * Classes: softmax (exclusive) or per-label sigmoid (multi-label) of logits / T.
 * The loss: KL(teacher || student) per token (or Doc), the mean over tokens
   (Docs), times T^2 so that its gradient keeps its scale whatever T is (Hinton
-  et al. 2015). Several teachers: the mean of their distributions.
+  et al. 2015). Several teachers: the mean of their distributions. In a
+  data-parallel run the means are over the whole step's batch (`step_sum`: each
+  process divides its sum by the count of every process), so the summed
+  gradients are those of one process reading the whole batch.
 """
 from typing import Optional, Sequence, Tuple
 
 import torch
 
 from ..tagging.crf import crf_log_partition, crf_marginals
+from ..util.global_batch import step_sum
 
 Transitions = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 # log of a probability that is zero in float32 (a forbidden tag's marginal)
@@ -54,7 +58,7 @@ def tag_kl(targets: torch.Tensor, log_probs: torch.Tensor, mask: torch.Tensor, t
     """Mean over the real positions of KL(targets || exp(log_probs)), times T^2."""
     log_targets = targets.clamp(min=torch.finfo(targets.dtype).tiny).log()
     per_position = (targets * (log_targets - log_probs)).sum(dim=-1)
-    return (per_position * mask).sum() / mask.sum().clamp(min=1) * temperature**2
+    return (per_position * mask).sum() / step_sum(mask.sum()).clamp(min=1) * temperature**2
 
 
 def class_distributions(logits: torch.Tensor, temperature: float, exclusive: bool) -> torch.Tensor:
@@ -74,12 +78,13 @@ def class_kl(targets: torch.Tensor, logits: torch.Tensor, temperature: float, ex
         rest = 1 - targets
         per_row = (targets * (targets.clamp(min=tiny).log() - torch.nn.functional.logsigmoid(scaled))
                    + rest * (rest.clamp(min=tiny).log() - torch.nn.functional.logsigmoid(-scaled))).sum(dim=-1)
-    return per_row.mean() * temperature**2 if len(per_row) else logits.sum() * 0
+    return per_row.sum() / step_sum(logits.new_tensor(float(len(per_row)))).clamp(min=1) * temperature**2
 
 
 def hidden_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Mean squared difference of (n_pieces, width) hidden states."""
-    return torch.nn.functional.mse_loss(student, teacher) if len(student) else student.sum() * 0
+    total = torch.nn.functional.mse_loss(student, teacher, reduction="sum")
+    return total / step_sum(student.new_tensor(float(student.numel()))).clamp(min=1)
 
 
 def mean_of_teachers(outputs: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -39,10 +39,14 @@ def _weighted_gold_loss(component, examples: List[Example], scores, weight: floa
 
 
 def student_gradients(student: Language, encoder: str, components: Sequence[str], docs: List[Doc],
-                      gold: List[Example], targets: List[Outputs], settings: Dict) -> Dict[str, float]:
+                      gold: List[Example], targets: List[Outputs], settings: Dict,
+                      with_gold: bool = False) -> Dict[str, float]:
     """Fill the student's gradients for one batch: `docs` (the texts' Docs, then
     the gold Examples' predicted Docs, in that order) with the teachers'
-    `targets` for each. Returns the losses by name."""
+    `targets` for each. Returns the losses by name. `with_gold`: the run has
+    labelled Docs, so the gold loss is taken even where this batch (a
+    process's share) holds none of them: every process of a data-parallel run
+    then sums the same counts over the others, in the same order."""
     temperature = float(settings["temperature"])
     n_texts = len(docs) - len(gold)
     encoder_pipe = student.get_pipe(encoder)
@@ -61,7 +65,7 @@ def student_gradients(student: Language, encoder: str, components: Sequence[str]
                                                             temperature)
 
         losses[f"{name}_soft"], d_scores = loss_and_gradient(soft, kind.raw(scores))
-        if gold:
+        if gold or with_gold:
             loss, d_gold = _weighted_gold_loss(component, gold, kind.tail(scores, n_texts), settings["gold_weight"])
             losses[f"{name}_gold"] = loss
             d_scores = d_scores.clone()

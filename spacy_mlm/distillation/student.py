@@ -101,9 +101,10 @@ def check_same_tokenizer(teacher_tokenizer, tokenizer, path: str) -> None:
                                    "(lower-casing or accent stripping differ): a student must read as the teacher does")
 
 
-def build_student(teacher_path: str, student_settings: Dict, output_dir: Path) -> Language:
+def build_student(teacher_path: str, student_settings: Dict, output_dir: Path,
+                  staging: Optional[Path] = None) -> Language:
     """The student pipeline (fp32, torch), its encoder written to
-    `output_dir/student_encoder/model`."""
+    `output_dir/student_encoder/model` (or `staging`/model)."""
     nlp = load_pipeline(teacher_path)
     name = encoder_name(nlp.config)
     encoder = nlp.get_pipe(name)
@@ -121,7 +122,7 @@ def build_student(teacher_path: str, student_settings: Dict, output_dir: Path) -
         if layers is None:
             layers = every_kth_layer(int(teacher_hf.config.num_hidden_layers), student_settings["keep_every"])
         model, tokenizer = layer_student(teacher_hf, layers), teacher_tokenizer
-    staging = output_dir / STUDENT_ENCODER
+    staging = output_dir / STUDENT_ENCODER if staging is None else staging
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)

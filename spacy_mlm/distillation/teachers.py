@@ -24,6 +24,7 @@ import torch
 from spacy.language import Language
 from spacy.tokens import Doc
 
+from ..engine.process_group import ProcessGroup
 from ..errors import SpacyMlmError
 from ..util.io import atomic_write_bytes, remove_left_overs
 from .heads import distilled_components, targets_of
@@ -104,16 +105,20 @@ def directory_digest(directory: Path) -> str:
 
 
 class TeacherCache:
-    def __init__(self, root: Optional[Path], identity: Dict):
+    def __init__(self, root: Optional[Path], identity: Dict, group: ProcessGroup = ProcessGroup()):
         self.directory = None
         self.index: Dict[int, Path] = {}  # item -> the file holding its outputs
+        # each process of a data-parallel run writes the outputs of its own share
+        self.suffix = f"-rank{group.rank}" if group.world > 1 else ""
         if root is None:
             return
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf8")).hexdigest()[:16]
         self.directory = root / digest
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for left in remove_left_overs(self.directory):
-            logger.info("Removed %s, left by an interrupted run", left)
+        if group.main:  # before any process writes
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for left in remove_left_overs(self.directory):
+                logger.info("Removed %s, left by an interrupted run", left)
+        group.barrier()
         from safetensors import safe_open
 
         for file in sorted(self.directory.glob("step-*.safetensors")):
@@ -145,7 +150,7 @@ class TeacherCache:
             return
         from safetensors.torch import save
 
-        file = self.directory / f"step-{step:08d}.safetensors"
+        file = self.directory / f"step-{step:08d}{self.suffix}.safetensors"
         tensors = {f"{item}/{key}": tensor.contiguous() for item, row in outputs.items() for key, tensor in row.items()}
         atomic_write_bytes(file, save(tensors))
         for item in outputs:

@@ -91,10 +91,12 @@ def loss_and_gradient(loss_of: Callable[[torch.Tensor], torch.Tensor], scores: t
     backprop takes: `loss_of` gets a copy of the scores that is an autograd
     leaf (its backward also fills the gradients of any parameter the loss uses
     itself, such as the CRF's transitions); zeros where the loss does not use
-    the scores."""
+    the scores, and everywhere for a loss over nothing (a constant: a
+    data-parallel process's share without labelled Docs)."""
     leaf = scores.detach().clone().requires_grad_(True)
     loss = loss_of(leaf)
-    loss.backward()
+    if loss.requires_grad:
+        loss.backward()
     return float(loss.detach()), leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
 
 
