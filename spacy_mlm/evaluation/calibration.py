@@ -22,6 +22,7 @@ from ..pipeline.ner import MLMEntityRecognizer
 from ..pipeline.textcat import MLMTextCategorizer
 from ..readers.common import one_hot_cats
 from ..tokenization.pair import make_pair_doc
+from ..util.global_batch import counted_here
 from ..util.save import make_atomic_to_disk
 from .evaluate import ASSIGNS, component_assigning, fresh_docs
 
@@ -114,7 +115,9 @@ def make_calibrated_to_disk(dev_corpus: str = "corpora.dev", max_examples: int =
             # only the dev reader is built (the train reader may read its whole file when built)
             corpus = registry.resolve({"dev": dot_to_object(nlp.config.interpolate(), dev_corpus)})["dev"]
             examples = list(itertools.islice(corpus(nlp), max_examples or None))
-            for name, report in calibrate_on_examples(nlp, examples, batch_size=batch_size).items():
+            with counted_here():  # under spacy_mlm train's torchrun only the first process saves
+                reports = calibrate_on_examples(nlp, examples, batch_size=batch_size)
+            for name, report in reports.items():
                 if "skipped" in report:
                     logger.warning("'%s' keeps temperature %s: %s", name, nlp.get_pipe(name).cfg.get("temperature", 1.0),
                                    report["skipped"])

@@ -32,3 +32,16 @@ def summed_over_processes():
         yield
     finally:
         _summing = False
+
+
+@contextlib.contextmanager
+def counted_here():
+    """While active, `step_sum` counts this process alone: for what one
+    process computes by itself inside a data-parallel run (the first process
+    fitting a temperature before it saves)."""
+    global _summing
+    before, _summing = _summing, False
+    try:
+        yield
+    finally:
+        _summing = before

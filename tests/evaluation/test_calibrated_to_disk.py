@@ -95,3 +95,25 @@ def test_a_component_without_entities_keeps_its_temperature_and_the_pipeline_is_
     assert ner.cfg["temperature"] == 1.0
     assert "keeps temperature 1.0" in caplog.text and "predicted no entity" in caplog.text
     assert spacy.load(tmp_path / "model-last").pipe_names == ["mlm_encoder", "ner"]
+
+
+def test_the_first_process_of_a_data_parallel_run_fits_alone(tiny_model_dir, tmp_path):
+    """Under `spacy_mlm train`'s torchrun only the first process saves: the
+    classifier's calibration loss must not wait for the other processes (a
+    collective there would hang until the timeout; here, with no process group
+    at all, it would raise)."""
+    from spacy_mlm.util.global_batch import summed_over_processes
+    from tests.pipeline.test_classifier import examples, make_nlp, toy_rows, train as train_classifier
+
+    nlp = make_nlp(tiny_model_dir)
+    egs = examples(nlp, toy_rows(24, seed=0), ["POS", "NEG"])
+    nlp.initialize(lambda: egs)
+    train_classifier(nlp, egs, steps=5)
+    nlp = with_dev_corpus(nlp, egs, tmp_path)
+    textcat = next(name for name in nlp.pipe_names if name != "mlm_encoder")
+    nlp.get_pipe(textcat).cfg["temperature"] = 3.0
+    with summed_over_processes():
+        make_calibrated_to_disk()(nlp).to_disk(tmp_path / "model-last")
+    fitted = nlp.get_pipe(textcat).cfg["temperature"]
+    assert fitted != 3.0
+    assert spacy.load(tmp_path / "model-last").get_pipe(textcat).cfg["temperature"] == pytest.approx(fitted)
