@@ -35,6 +35,7 @@ keeps, spancat's own threshold).
 
     python bench/confidence.py --quick        # a smoke test: a few minutes on 2 cores
     python bench/confidence.py                # 2000 sentences x 2 epochs, 3 seeds, whole dev set
+    python bench/confidence.py --redraw --out OUT   # the diagrams again from OUT's saved scores
 
 Writes the reliability diagrams (all seeds pooled) side by side to
 OUT/reliability.png. Last line: one JSON object, each figure's mean and
@@ -198,6 +199,27 @@ def run_spancat(args, train_docs, dev_docs, order):
     return {"": out}, train_s
 
 
+def draw(pooled, out: Path, n_seeds: int) -> None:
+    reliability_chart({name: reliability_bins(*data) for name, data in pooled.items()}, out / "reliability.png",
+                      f"entity scores on CoNLL-2003 dev ({n_seeds} seed(s) pooled)")
+    print(f"wrote {out / 'reliability.png'}", flush=True)
+
+
+def redraw(out: Path) -> None:
+    files = sorted(out.glob("entity_scores_seed*.npz"))
+    if not files:
+        raise SystemExit(f"{out} holds no entity_scores_seed*.npz: run the bench first")
+    pooled = {}
+    for file in files:
+        with numpy.load(file) as saved:
+            for key in saved.files:
+                name, part = key.rsplit("/", 1)
+                if not name.endswith("_t50"):
+                    pooled.setdefault(name, {}).setdefault(part, []).append(saved[key])
+    draw({name: (numpy.concatenate(parts["scores"]), numpy.concatenate(parts["correct"]))
+          for name, parts in pooled.items()}, out, len(files))
+
+
 def main():
     parser = BenchParser(__doc__)
     ner.add_data_options(parser, n_dev=0)
@@ -213,7 +235,12 @@ def main():
     parser.threads()
     parser.quick("300 train / 200 calibration / 300 dev sentences, one seed")
     parser.output("confidence", "confidence_quick", help="where reliability.png goes")
+    parser.add_argument("--redraw", action="store_true", help="only draw OUT/reliability.png again from the "
+                        "entity scores an earlier run saved in OUT (entity_scores_seed*.npz)")
     args = parser.parse_args()
+    if args.redraw:
+        redraw(args.out)
+        return
     if args.quick:
         args.n_train, args.n_calibration, args.n_dev, args.seed_list = 300, 200, 300, args.seed_list[:1]
 
@@ -266,9 +293,7 @@ def main():
         numpy.savez(args.out / f"entity_scores_seed{seed}.npz",
                     **{f"{name}/{part}": value for name, pair in seed_scores.items()
                        for part, value in zip(("scores", "correct"), pair)})
-    reliability_chart({name: reliability_bins(*data) for name, data in pooled.items()}, args.out / "reliability.png",
-                      f"entity scores on CoNLL-2003 dev ({len(args.seed_list)} seed(s) pooled)")
-    print(f"wrote {args.out / 'reliability.png'}", flush=True)
+    draw(pooled, args.out, len(args.seed_list))
     summary = {"budget": {"n_train": args.n_train, "n_calibration": args.n_calibration, "n_dev": args.n_dev,
                           "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                           "seeds": args.seed_list, "model": Path(args.model).name},

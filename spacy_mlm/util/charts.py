@@ -71,6 +71,9 @@ def confusion_matrix_chart(matrix: numpy.ndarray, labels: Sequence[str], path: U
 
 
 
+PANELS_PER_ROW = 5  # reliability diagrams side by side, then further rows
+
+
 def reliability_chart(series: Mapping[str, Sequence], path: Union[str, Path], title: str) -> None:
     """Reliability diagrams side by side, one per series: each bin's accuracy
     as a bar over its score range (empty bins left out) against the diagonal a
@@ -78,8 +81,12 @@ def reliability_chart(series: Mapping[str, Sequence], path: Union[str, Path], ti
     list of bins with `low`, `high`, `count`, `mean_score` and `accuracy`
     (`scoring.calibration.reliability_bins`)."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(series), figsize=(3.4 * len(series), 3.6), squeeze=False)
-    for ax, (name, bins) in zip(axes[0], series.items()):
+    columns = min(len(series), PANELS_PER_ROW)
+    rows = -(-len(series) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, (name, bins) in zip(axes.flat, series.items()):
         full = [b for b in bins if b.count]
         ax.bar([b.low for b in full], [b.accuracy for b in full], [b.high - b.low for b in full], align="edge",
                edgecolor="black", linewidth=0.5, label="accuracy")
