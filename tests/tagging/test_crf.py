@@ -141,12 +141,15 @@ def sequential_reference(em, start, trans, end):
     return marginals, path[::-1]
 
 
+@pytest.mark.parametrize("sequential_max", [0, 512], ids=["chunked", "sequential"])
 @pytest.mark.parametrize("K,step_budget", [(4, 2**24), (4, 4 * 4 * 4 * 7), (30, 2**24), (30, 4 * 30 * 30 * 5)])
 @pytest.mark.parametrize("lengths", [[1, 2, 3], [5, 9, 10, 11], [16, 17, 1, 26], [100, 37]])
-def test_chunked_recursions_equal_the_step_by_step_ones(lengths, K, step_budget, monkeypatch):
+def test_chunked_recursions_equal_the_step_by_step_ones(lengths, K, step_budget, sequential_max, monkeypatch):
     """Lengths around the chunk sizes (ceil(sqrt(n)) steps per chunk, the last chunk padded), padded
-    rows, documents held in several blocks of steps, and a tag set above CHUNKED_MAX_TAGS (one step a chunk)."""
+    rows, documents held in several blocks of steps, and a tag set above CHUNKED_MAX_TAGS (one step a chunk);
+    both the chunked recursions (long documents) and the step-by-step ones (sentences, short documents)."""
     monkeypatch.setattr("spacy_mlm.tagging.crf.STEP_BUDGET", step_budget)
+    monkeypatch.setattr("spacy_mlm.tagging.crf.SEQUENTIAL_MAX_STEPS", sequential_max)
     g = torch.Generator().manual_seed(sum(lengths))
     B, T = len(lengths), max(lengths)
     em = torch.randn(B, T, K, generator=g, dtype=torch.float64) * 3
