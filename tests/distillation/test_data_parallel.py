@@ -50,13 +50,15 @@ def test_two_processes_distil_the_student_one_process_does(still_teacher, texts_
     for key in a:  # the same sums in another order: float32 rounding apart
         torch.testing.assert_close(b[key], a[key], atol=1e-5, rtol=1e-4, msg=key)
     assert not torch.equal(a["ner.output.weight"], state(still_teacher)["ner.output.weight"])  # it trained
-    # the losses reported are the whole batch's, summed over the processes' shares
+    # the losses reported are the whole batch's, summed over the processes' shares (the soft loss is a
+    # KL between near-equal distributions, ~0.003: a difference of float32 logs, each rounded at ~1e-7
+    # of values up to ~10, over other paddings in the two runs; so an absolute tolerance of 1e-5)
     rows = [[json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
             for run in ("single", "two")]
     for one, two in zip(*rows):
         assert one.keys() == two.keys()
         for key in one:
-            assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-6), key
+            assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-5), key
     # each process cached its own share of the teachers' outputs; only the first wrote the student
     cached = sorted(p.name for p in (tmp_path / "two" / "teacher_cache").rglob("*.safetensors"))
     assert any(name.endswith("-rank0.safetensors") for name in cached)
