@@ -41,9 +41,8 @@ def distill_cli(
 
     from ..distillation.config import load_distillation_config, paths_of
     from ..distillation.loop import distill
-    from ..util.outputs import claim_output, mark_output
-
     from ..engine.process_group import launch_from_env
+    from ..util.outputs import claim_output, mark_output
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     group = launch_from_env()

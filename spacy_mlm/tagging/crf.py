@@ -109,9 +109,11 @@ def _chain_block(state: torch.Tensor, steps: torch.Tensor, reduce) -> torch.Tens
     every state from its chunk's entry and prefix product (one product). About
     2 sqrt(N) sequential tensor operations instead of N, the same exact result;
     each one is a K x K x K product, which for large tag sets costs more than
-    the steps it saves, so there chunks are single steps (the plain recursion)."""
+    the steps it saves, so there the steps run one after another (`_chain_steps`)."""
     B, N, K, _ = steps.shape
-    size = math.isqrt(N - 1) + 1 if K <= CHUNKED_MAX_TAGS else 1  # ceil(sqrt(N))
+    if K > CHUNKED_MAX_TAGS:
+        return _chain_steps(state, steps, reduce)[:, 1:]
+    size = math.isqrt(N - 1) + 1  # ceil(sqrt(N))
     n_chunks = -(-N // size)
     padded = torch.cat([steps, _identity(K, steps).expand(B, n_chunks * size - N, K, K)], dim=1)
     chunks = padded.view(B, n_chunks, size, K, K)
