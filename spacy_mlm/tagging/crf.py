@@ -151,8 +151,7 @@ def _chain_steps(first: torch.Tensor, steps: torch.Tensor, reduce) -> torch.Tens
     """`_chain` one step after another: N products of a (B, K) state by a K x K
     step. Sentences and short documents (N up to `SEQUENTIAL_MAX_STEPS`) take
     this path: for them the chunks' K x K x K products cost far more than the
-    steps they save (a batch of 64 CoNLL sentences: about 3 ms against 75 ms
-    for the span probabilities' forward-backward on one CPU thread)."""
+    steps they save (the figures: docs/distillation.md)."""
     state = _shifted(first)
     states = [state]
     for t in range(steps.shape[1]):
