@@ -4,13 +4,14 @@ one MiniLM encoder and one budget.
 
   ours, ours_crf     mlm_ner (softmax, CRF; configs/ner.cfg): the exact span
                      marginal of each entity, at temperature 1 and after
-                     `calibrate` (ours_cal, ours_crf_cal: the temperature
-                     fitted on held-out training sentences, never on dev;
-                     ours_devcal, ours_crf_devcal: fitted on dev, as `spacy
-                     train` does, cross-fitted: the entities of one half of dev
-                     (even or odd positions) scored at the temperature fitted
-                     on the other half, so no score comes from a fit on its
-                     own sentence);
+                     `calibrate` (the temperature, then Platt's score scaling;
+                     ours_cal, ours_crf_cal: fitted on held-out training
+                     sentences, never on dev; ours_devcal, ours_crf_devcal:
+                     fitted on dev, as `spacy train` does, cross-fitted: the
+                     entities of one half of dev (even or odd positions) scored
+                     with the fit on the other half, so no score comes from a
+                     fit on its own sentence; ours_devcal_t, ours_crf_devcal_t:
+                     the same with the temperature alone);
   hf_first, hf_average, hf_max
                      Hugging Face's token-classification pipeline over a model
                      fine-tuned by the run_ner recipe (bench/ner_conll.py's),
@@ -100,31 +101,34 @@ def run_ours(args, crf, train_docs, calibration_docs, dev_docs, order):
     nlp = ner.build_ours(args.model, crf)
     train_s = ner.train_spacy(nlp, ner.gold_examples(nlp, train_docs), order, args.lr, args.warmup)
     before = ours_entities(nlp, dev_docs)
-    dev_calibrated, dev_temperatures = cross_fitted(nlp, dev_docs)
+    dev_calibrated, dev_fits = cross_fitted(nlp, dev_docs, with_scaling=True)
+    dev_temperature_only, _ = cross_fitted(nlp, dev_docs, with_scaling=False)
     gold_calibration = [ner.fresh(nlp, d, with_ents=True) for d in calibration_docs]
     report = calibrate_entities(nlp, gold_calibration)["ner"]
     print(f"    calibrated on {len(calibration_docs)} held-out train sentences: temperature "
-          f"{report['temperature']:.3f}, NLL {report['nll_before']:.4f} -> {report['nll_after']:.4f}; on the dev "
-          f"halves: {dev_temperatures[0]:.3f}, {dev_temperatures[1]:.3f}", flush=True)
-    temperatures = {"held_out_train": report["temperature"], "dev_halves": dev_temperatures}
-    return {"": before, "_cal": ours_entities(nlp, dev_docs), "_devcal": dev_calibrated}, train_s, temperatures
+          f"{report['temperature']:.3f}, score scaling {report['score_scaling']}, NLL {report['nll_before']:.4f} -> "
+          f"{report['nll_after']:.4f}; on the dev halves: {dev_fits}", flush=True)
+    fits = {"held_out_train": [report["temperature"], report["score_scaling"]], "dev_halves": dev_fits}
+    return ({"": before, "_cal": ours_entities(nlp, dev_docs), "_devcal": dev_calibrated,
+             "_devcal_t": dev_temperature_only}, train_s, fits)
 
 
-def cross_fitted(nlp, dev_docs):
-    """Each dev Doc's entities scored at the temperature fitted on the other
-    half of dev (two folds: even and odd positions), and the two temperatures;
-    the component's temperature is left as it was."""
+def cross_fitted(nlp, dev_docs, with_scaling):
+    """Each dev Doc's entities scored with the calibration fitted on the other
+    half of dev (two folds: even and odd positions), and the two fits
+    ([temperature, score scaling]); the component is left as it was."""
     cfg = nlp.get_pipe("ner").cfg
-    start, temperatures, out = cfg["temperature"], [], [None] * len(dev_docs)
+    start, fits, out = (cfg["temperature"], cfg["score_scaling"]), [], [None] * len(dev_docs)
     for fold in (0, 1):
-        cfg["temperature"] = start
+        cfg["temperature"], cfg["score_scaling"] = start
         fit = [ner.fresh(nlp, d, with_ents=True) for i, d in enumerate(dev_docs) if i % 2 != fold]
-        temperatures.append(calibrate_entities(nlp, fit)["ner"]["temperature"])
+        report = calibrate_entities(nlp, fit, with_scaling=with_scaling)["ner"]
+        fits.append([round(report["temperature"], 4), [round(x, 4) for x in report["score_scaling"]]])
         held = list(range(fold, len(dev_docs), 2))
         for i, entities in zip(held, ours_entities(nlp, [dev_docs[i] for i in held])):
             out[i] = entities
-    cfg["temperature"] = start
-    return out, temperatures
+    cfg["temperature"], cfg["score_scaling"] = start
+    return out, fits
 
 
 # -- Hugging Face's pipeline ----------------------------------------------------------
@@ -248,7 +252,7 @@ def main():
 
     args.out.mkdir(parents=True, exist_ok=True)
     vocab = spacy.blank("en").vocab
-    runs, pooled, temperatures = {}, {}, {}
+    runs, pooled, fits = {}, {}, {}
     for seed in args.seed_list:
         args.seed = seed
         sample = ner.load_sentences(args.train, vocab, args.n_train + args.n_calibration, seed)
@@ -265,7 +269,7 @@ def main():
             print(f"-- {system}", flush=True)
             with Stopwatch() as clock:
                 if system in ("ours", "ours_crf"):
-                    predicted, train_s, temperatures[f"{system}_{seed}"] = run_ours(
+                    predicted, train_s, fits[f"{system}_{seed}"] = run_ours(
                         args, system == "ours_crf", train_docs, calibration_docs, dev_docs, order)
                 elif system == "hf":
                     predicted, train_s = run_hf(args, train_docs, dev_docs, order, labels)
@@ -297,7 +301,7 @@ def main():
     summary = {"budget": {"n_train": args.n_train, "n_calibration": args.n_calibration, "n_dev": args.n_dev,
                           "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                           "seeds": args.seed_list, "model": Path(args.model).name},
-               "temperatures": temperatures}
+               "calibration_fits": fits}
     for name, per_seed in runs.items():
         summary[name] = {key: dict(zip(("mean", "sd"), mean_and_sd([r[key] for r in per_seed])))
                          for key in ("ece", "area", "area_matched", "precision_at_80", "f1", "n_entities", "train_s")}

@@ -1,4 +1,4 @@
-"""Fitting the temperature of a pipeline's `mlm_ner` components, or of its
+"""Fitting the temperature (and the entity score scaling) of a pipeline's `mlm_ner` components, or of its
 classifier (`mlm_textcat`, on texts or sentence pairs), on labelled data
 (`spacy_mlm calibrate`): the components before each one (the encoder) run on
 fresh Docs of the data, then the component fits its temperature on them
@@ -35,10 +35,11 @@ def entity_recognizers(nlp: Language) -> List[str]:
 
 
 def calibrate_entities(nlp: Language, gold_docs: Sequence[Doc], *, batch_size: int = 64,
-                       names: Optional[List[str]] = None) -> Dict[str, Dict[str, float]]:
-    """Fit the temperature of each mlm_ner (`names`, default all) on the
-    entities of `gold_docs` (`load_gold_entities` reads them from a .spacy or
-    CoNLL file); each component's report (temperature, likelihood and ECE
+                       names: Optional[List[str]] = None, with_scaling: bool = True) -> Dict[str, Dict[str, float]]:
+    """Fit the temperature and score scaling (`with_scaling=False`: the
+    temperature alone) of each mlm_ner (`names`, default all) on the entities
+    of `gold_docs` (`load_gold_entities` reads them from a .spacy or CoNLL
+    file); each component's report (temperature, scaling, likelihood and ECE
     before and after) by name."""
     names = entity_recognizers(nlp) if names is None else names
     if not names:
@@ -47,7 +48,7 @@ def calibrate_entities(nlp: Language, gold_docs: Sequence[Doc], *, batch_size: i
     for name in names:
         docs = _upstream(nlp, name, fresh_docs(nlp, gold_docs), batch_size)
         examples = [Example(doc, gold) for doc, gold in zip(docs, gold_docs)]
-        reports[name] = nlp.get_pipe(name).calibrate(examples, batch_size=batch_size)
+        reports[name] = nlp.get_pipe(name).calibrate(examples, batch_size=batch_size, with_scaling=with_scaling)
     return reports
 
 

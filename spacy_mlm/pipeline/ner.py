@@ -17,7 +17,11 @@ with zero transitions). It is written where spaCy users look for span scores:
 spancat convention) and `span._.mlm_prob`; `doc.ents` stays the Viterbi path's
 entities (less those under `threshold`). `temperature` (fitted on labelled
 data by `calibrate`) divides the scores before the probabilities, never before
-the Viterbi path, so calibration changes no entity.
+the Viterbi path, so calibration changes no entity; `score_scaling` (fitted
+with it) then maps each span's probability through Platt's increasing
+logistic map (`scoring/calibration.py`), which a temperature alone cannot
+stand in for: after it, mid scores are still too sure and high ones not sure
+enough (docs/ner.md).
 
 Subword alignment happens in the listener: `EncoderListener` pools a token's
 pieces (`first` / `mean`); `EncoderPieceListener` gives every subword a row,
@@ -47,7 +51,8 @@ from ..errors import NotInitializedError, SpacyMlmError
 from ..interop.hf_heads import read_hf_head
 from ..models.tagger import tagger_head
 from ..models.torch_head import loss_and_gradient
-from ..scoring.calibration import binary_nll, expected_calibration_error, fit_temperature
+from ..scoring.calibration import (NO_SCALING, binary_nll, expected_calibration_error, fit_score_scaling,
+                                   fit_temperature, scaled_scores, unscaled_threshold)
 from ..tagging.crf import apply_constraints
 from ..tagging.emissions import SUBWORD_POOLINGS, TagScores
 from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
@@ -56,7 +61,7 @@ from ..tagging.sequences import (DocSpans, SpanRequest, decode_docs, decode_sequ
 from ..tagging.span_marginals import expected_entity_errors, span_patterns, span_probabilities
 from ..tokenization.context import CONTEXTS
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
-from ..util.settings import FLAG, INT, NUMBER, TEXT, TEXTS, check_settings, optional
+from ..util.settings import FLAG, INT, NUMBER, NUMBERS, TEXT, TEXTS, SettingError, check_settings, optional
 
 TAG_PROBS_ATTR = "tag_probs"
 SPAN_PROB_ATTR = "mlm_prob"
@@ -84,6 +89,7 @@ DEFAULT_NER_MODEL = {
         "candidate_threshold": None,
         "n_best": None,
         "temperature": 1.0,
+        "score_scaling": [1.0, 0.0],
         "subword_loss": "all",
         "subword_decode": "first",
         "context": "none",
@@ -103,6 +109,7 @@ def make_mlm_ner(
     candidate_threshold: Optional[float],
     n_best: Optional[int],
     temperature: float,
+    score_scaling: List[float],
     subword_loss: str,
     subword_decode: str,
     context: str,
@@ -137,6 +144,10 @@ def make_mlm_ner(
         (a cost that grows with the square of the sentence length); null: no cap.
     temperature: the scores are divided by it before any probability is
         computed (not before the Viterbi path); `calibrate` fits it.
+    score_scaling: [slope, intercept]: each span's probability p (at the
+        temperature) is reported as sigmoid(slope * logit(p) + intercept), and
+        `threshold` / `candidate_threshold` apply to that; [1, 0] reports the
+        marginal itself; `calibrate` fits it after the temperature.
     subword_loss: with the piece listener and the softmax, "all" = every subword
         is trained on its word's tag, "first" = only the first subword is.
     subword_decode: with the piece listener, a word's scores are its first
@@ -149,13 +160,17 @@ def make_mlm_ner(
     check_settings("mlm_ner", scheme=(scheme, TEXT), constrained=(constrained, FLAG), store_probs=(store_probs, FLAG),
                    spans_key=(spans_key, TEXT), threshold=(threshold, NUMBER, ">= 0", "<= 1"),
                    candidate_threshold=(candidate_threshold, optional(NUMBER), ">= 0", "<= 1"),
-                   n_best=(n_best, optional(INT), ">= 1"), temperature=(temperature, NUMBER, "> 0"))
+                   n_best=(n_best, optional(INT), ">= 1"), temperature=(temperature, NUMBER, "> 0"),
+                   score_scaling=(score_scaling, NUMBERS))
+    if len(score_scaling) != 2 or not score_scaling[0] > 0:
+        raise SettingError("mlm_ner", "score_scaling", score_scaling, "[slope, intercept] with a slope above 0")
     if not Doc.has_extension(TAG_PROBS_ATTR):
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
     if not Span.has_extension(SPAN_PROB_ATTR):
         Span.set_extension(SPAN_PROB_ATTR, getter=span_probability)
     settings = dict(scheme=scheme, constrained=constrained, store_probs=store_probs, spans_key=spans_key,
-                    threshold=threshold, candidate_threshold=candidate_threshold, n_best=n_best, temperature=temperature)
+                    threshold=threshold, candidate_threshold=candidate_threshold, n_best=n_best, temperature=temperature,
+                    score_scaling=[float(x) for x in score_scaling])
     subwords = dict(subword_loss=subword_loss, subword_decode=subword_decode)
     return MLMEntityRecognizer(nlp.vocab, model, name, scorer=scorer, context=context, **settings, **subwords)
 
@@ -163,7 +178,8 @@ def make_mlm_ner(
 # the saved cfg's settings and their kinds (checked on load)
 SAVED_CFG = {"labels": TEXTS, "scheme": TEXT, "constrained": FLAG, "store_probs": FLAG, "subword_loss": TEXT,
              "subword_decode": TEXT, "context": TEXT, "spans_key": TEXT, "threshold": NUMBER,
-             "candidate_threshold": optional(NUMBER), "n_best": optional(INT), "temperature": NUMBER}
+             "candidate_threshold": optional(NUMBER), "n_best": optional(INT), "temperature": NUMBER,
+             "score_scaling": NUMBERS}
 
 
 def span_probability(span: Span) -> Optional[float]:
@@ -181,8 +197,8 @@ class MLMEntityRecognizer(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "mlm_ner", *, scheme: str = "BIO",
                  constrained: bool = True, store_probs: bool = False, spans_key: str = "mlm_ner",
                  threshold: float = 0.0, candidate_threshold: Optional[float] = None, n_best: Optional[int] = None,
-                 temperature: float = 1.0, subword_loss: str = "all", subword_decode: str = "first",
-                 context: str = "none", scorer: Optional[Callable] = None):
+                 temperature: float = 1.0, score_scaling: Sequence[float] = NO_SCALING, subword_loss: str = "all",
+                 subword_decode: str = "first", context: str = "none", scorer: Optional[Callable] = None):
         if subword_loss not in SUBWORD_LOSSES:
             raise SpacyMlmError(f"subword_loss must be one of {', '.join(SUBWORD_LOSSES)}, got {subword_loss!r}")
         if subword_decode not in SUBWORD_POOLINGS:
@@ -194,7 +210,8 @@ class MLMEntityRecognizer(TrainablePipe):
                     "constrained": constrained,
                     "store_probs": store_probs, "subword_loss": subword_loss, "subword_decode": subword_decode,
                     "context": context, "spans_key": spans_key, "threshold": threshold,
-                    "candidate_threshold": candidate_threshold, "n_best": n_best, "temperature": temperature}
+                    "candidate_threshold": candidate_threshold, "n_best": n_best, "temperature": temperature,
+                    "score_scaling": list(score_scaling)}
         self._constraints: Dict = {}
 
     @property
@@ -262,6 +279,8 @@ class MLMEntityRecognizer(TrainablePipe):
         cfg = self.cfg
         n_best = cfg.get("n_best")
         min_prob = cfg.get("candidate_threshold")
+        if min_prob is not None:  # the candidates' threshold on the mapped scores, as one on the marginals
+            min_prob = unscaled_threshold(min_prob, self._score_scaling())
         request = SpanRequest(span_patterns(self.tag_labels, cfg["scheme"]), self._span_transitions(),
                               cfg.get("temperature", 1.0), 0.0 if min_prob is None and n_best else min_prob, n_best)
         return decode_docs(self.model.predict(docs), docs, self._transitions(), **self._decoding(),
@@ -275,17 +294,26 @@ class MLMEntityRecognizer(TrainablePipe):
                 doc._.set(TAG_PROBS_ATTR, probs[i])
 
     def _set_entities(self, doc: Doc, spans: DocSpans) -> None:
-        """doc.ents: the Viterbi entities at least `threshold` probable;
-        doc.spans[spans_key]: those and the further spans, with their scores."""
-        kept = [e for e in spans.entities if e[3] >= self.cfg.get("threshold", 0.0)]
-        doc.ents = [Span(doc, s, e, label=label) for s, e, label, _ in kept]
-        scored = kept + spans.alternatives
-        errors = expected_entity_errors(spans.expected_entities, [p for *_, p in kept])
-        attrs = {"scores": numpy.array([p for *_, p in scored], dtype="float32"), SPAN_PROB_ATTR: self.name,
+        """doc.ents: the Viterbi entities whose (scaled) score is at least
+        `threshold`; doc.spans[spans_key]: those and the further spans, with
+        their scores. The expected counts are the model's own, from the
+        marginals at the temperature (before the scaling)."""
+        scaling = self._score_scaling()
+        entity_scores = scaled_scores([p for *_, p in spans.entities], scaling)
+        kept = [(e, q) for e, q in zip(spans.entities, entity_scores) if q >= self.cfg.get("threshold", 0.0)]
+        doc.ents = [Span(doc, s, e, label=label) for (s, e, label, _), _ in kept]
+        scored = [e for e, _ in kept] + spans.alternatives
+        scores = numpy.concatenate([numpy.array([q for _, q in kept], dtype=float),
+                                    scaled_scores([p for *_, p in spans.alternatives], scaling)])
+        errors = expected_entity_errors(spans.expected_entities, [e[3] for e, _ in kept])
+        attrs = {"scores": scores.astype("float32"), SPAN_PROB_ATTR: self.name,
                  "expected_entities": spans.expected_entities, "expected_errors": errors}
         key = self.cfg.get("spans_key", "mlm_ner")
         doc.spans[key] = SpanGroup(doc, name=key, spans=[Span(doc, s, e, label=label) for s, e, label, _ in scored],
                                    attrs=attrs)
+
+    def _score_scaling(self) -> Tuple[float, float]:
+        return tuple(self.cfg.get("score_scaling", NO_SCALING))
 
     def _decoding(self) -> Dict:
         return dict(how=self.cfg["subword_decode"], crf=self.model.attrs["crf"],
@@ -310,14 +338,17 @@ class MLMEntityRecognizer(TrainablePipe):
         return apply_constraints(start, transitions, end, *self._constraints[key])
 
     # -- calibration ------------------------------------------------------------
-    def calibrate(self, examples: Iterable[Example], *, batch_size: int = 64) -> Dict[str, float]:
-        """Fit `temperature` on labelled examples (a dev set) whose predicted
-        Docs went through the components before this one (the encoder): the
-        temperature that minimises the negative log-likelihood of "this
-        entity is right" (exact span and type) over the Viterbi entities,
-        found by golden-section search over log T. Sets cfg["temperature"] and
-        returns it with the likelihood and the expected calibration error (15
-        bins) before (at the temperature it had) and after."""
+    def calibrate(self, examples: Iterable[Example], *, batch_size: int = 64,
+                  with_scaling: bool = True) -> Dict[str, float]:
+        """Fit `temperature` and then `score_scaling` on labelled examples (a
+        dev set) whose predicted Docs went through the components before this
+        one (the encoder): the temperature that minimises the negative
+        log-likelihood of "this entity is right" (exact span and type) over
+        the Viterbi entities, found by golden-section search over log T; then
+        Platt's map of those probabilities with the least likelihood
+        (`with_scaling=False`: none, the temperature alone). Sets both in cfg
+        and returns them with the likelihood and the expected calibration
+        error (15 bins) before (at the settings it had) and after."""
         examples = list(examples)
         validate_examples(examples, "MLMEntityRecognizer.calibrate")
         if not self.model.has_dim("nO"):
@@ -343,11 +374,14 @@ class MLMEntityRecognizer(TrainablePipe):
                 tempered(decoded.emissions, crf, temperature), decoded.mask, *self._span_transitions(temperature),
                 patterns, queries=queries).query_probs.cpu().numpy() for decoded, queries in batches])
 
-        before = self.cfg.get("temperature", 1.0)
+        before, scaling_before = self.cfg.get("temperature", 1.0), self._score_scaling()
         temperature = fit_temperature(lambda t: binary_nll(probs_at(t), correct), start=before)
-        self.cfg["temperature"] = temperature
-        old, new = probs_at(before), probs_at(temperature)
-        return {"temperature": temperature, "temperature_before": before, "n_entities": len(correct),
+        at_temperature = probs_at(temperature)
+        scaling = fit_score_scaling(at_temperature, correct) if with_scaling else NO_SCALING
+        self.cfg["temperature"], self.cfg["score_scaling"] = temperature, list(scaling)
+        old, new = scaled_scores(probs_at(before), scaling_before), scaled_scores(at_temperature, scaling)
+        return {"temperature": temperature, "temperature_before": before, "score_scaling": list(scaling),
+                "score_scaling_before": list(scaling_before), "n_entities": len(correct),
                 "accuracy": float(correct.mean()), "nll_before": binary_nll(old, correct),
                 "nll_after": binary_nll(new, correct), "ece_before": expected_calibration_error(old, correct),
                 "ece_after": expected_calibration_error(new, correct)}

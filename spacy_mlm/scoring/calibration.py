@@ -10,6 +10,14 @@ of the outcomes under the scores, the proper scoring rule a temperature is
 fitted to (`fit_temperature`: golden-section search over log T, since the
 likelihood of one temperature is cheap to compute again but has no gradient
 at hand).
+
+A temperature reshapes every probability of a model alike; what it cannot
+do is make mid scores less sure and high ones surer at once, the shape entity
+probabilities keep after it (docs/ner.md). `fit_score_scaling` fits the
+two-parameter logistic map of Platt (1999) on top, p -> sigmoid(slope *
+logit(p) + intercept), by Newton's method on its convex likelihood; (1, 0) is
+no change, and the map is increasing, so it orders scores as before and a
+threshold on mapped scores is one on the scores (`unscaled_threshold`).
 """
 import math
 from dataclasses import dataclass
@@ -93,6 +101,61 @@ def fit_temperature(loss_at: Callable[[float], float], *, start: float = 1.0, lo
             fd = loss_at(math.exp(d))
     best, best_loss = (math.exp(c), fc) if fc <= fd else (math.exp(d), fd)
     return best if best_loss < loss_at(start) else start
+
+
+NO_SCALING = (1.0, 0.0)
+
+
+def _logit(probs: numpy.ndarray) -> numpy.ndarray:
+    probs = numpy.clip(probs, _EPS, 1 - _EPS)
+    return numpy.log(probs) - numpy.log1p(-probs)
+
+
+def scaled_scores(probs: Sequence[float], scaling: Sequence[float]) -> numpy.ndarray:
+    """sigmoid(slope * logit(p) + intercept) for each p; `scaling` = (slope, intercept)."""
+    slope, intercept = scaling
+    probs = numpy.asarray(probs, dtype=float)
+    if (slope, intercept) == NO_SCALING:
+        return probs
+    return 1.0 / (1.0 + numpy.exp(-(slope * _logit(probs) + intercept)))
+
+
+def unscaled_threshold(threshold: float, scaling: Sequence[float]) -> float:
+    """The score whose scaled value is `threshold` (0 and 1 stay), so that
+    keeping scaled scores >= threshold keeps the same predictions as keeping
+    scores >= unscaled_threshold(threshold)."""
+    slope, intercept = scaling
+    if (slope, intercept) == NO_SCALING or threshold <= 0.0 or threshold >= 1.0:
+        return threshold
+    return float(1.0 / (1.0 + math.exp(-(float(_logit(numpy.asarray(threshold))) - intercept) / slope)))
+
+
+def fit_score_scaling(probs: Sequence[float], correct: Sequence[bool], *, max_iterations: int = 50,
+                      min_slope: float = 1e-3) -> Tuple[float, float]:
+    """The (slope, intercept) with the least `binary_nll` of
+    `scaled_scores(probs, (slope, intercept))`, by Newton's method (a logistic
+    regression on logit p, with a small ridge so that outcomes all alike stay
+    finite); the slope is kept above `min_slope`, so the map stays increasing.
+    (1, 0) where it would not lower the likelihood."""
+    probs, correct = _checked(probs, correct)
+    if not len(probs):
+        return NO_SCALING
+    x, y = _logit(probs), correct.astype(float)
+    features = numpy.stack([x, numpy.ones_like(x)], axis=1)
+    ridge = 1e-6 * len(x)
+    weights = numpy.array(NO_SCALING)
+    for _ in range(max_iterations):
+        q = 1.0 / (1.0 + numpy.exp(-(features @ weights)))
+        gradient = features.T @ (q - y) + ridge * (weights - NO_SCALING)
+        hessian = (features * (q * (1 - q))[:, None]).T @ features + ridge * numpy.eye(2)
+        step = numpy.linalg.solve(hessian, gradient)
+        weights = weights - step
+        if numpy.abs(step).max() < 1e-10:
+            break
+    scaling = (max(float(weights[0]), min_slope), float(weights[1]))
+    if not numpy.all(numpy.isfinite(scaling)):
+        return NO_SCALING
+    return scaling if binary_nll(scaled_scores(probs, scaling), correct) < binary_nll(probs, correct) else NO_SCALING
 
 
 def _precision_by_rank(scores: Sequence[float], correct: Sequence[bool]) -> numpy.ndarray:

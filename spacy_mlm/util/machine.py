@@ -11,7 +11,10 @@ The kernels torch runs can be held below what the CPU has with
 `MKL_ENABLE_INSTRUCTIONS=AVX2` (what `make test` does for its second run of the
 numerically sensitive tests); `machine_info` records those settings and the
 capability torch then reports. ONNX Runtime has no such setting: its kernels
-follow the CPU.
+follow what the CPU says it has. `bench/avx2_only.py` makes the CPU itself
+say less (CPUID faulting, `bench/harness/cpuid_mask.c`), for every library in
+the process; the shim sets SPACY_MLM_CPUID_MASK, and `cpu_flags` then lists
+what the process sees, not what /proc/cpuinfo lists.
 """
 import os
 import platform
@@ -25,6 +28,10 @@ FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", 
             "amx_bf16", "asimd", "asimddp", "i8mm", "bf16", "sve")
 # the environment variables that hold torch's kernels below the CPU's best
 ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+# set by bench/harness/cpuid_mask.c where it hides these flags from the process's CPUID
+CPUID_MASK = "SPACY_MLM_CPUID_MASK"
+HIDDEN_BY_MASK = {"avx2": lambda flag: flag.startswith(("avx512", "amx")) or flag in ("avx_vnni", "avx_ifma",
+                                                                                        "avx_vnni_int8", "avx_ne_convert")}
 
 
 @lru_cache(maxsize=1)
@@ -53,9 +60,12 @@ def cpu_model() -> str:
 
 
 def cpu_flags() -> FrozenSet[str]:
-    """The CPU's feature flags as the kernel lists them (x86 "flags", ARM "Features")."""
+    """The CPU's feature flags as the kernel lists them (x86 "flags", ARM "Features"),
+    less those a CPUID mask hides from this process."""
     info = _cpuinfo()
-    return frozenset((info.get("flags") or info.get("Features") or "").split())
+    flags = (info.get("flags") or info.get("Features") or "").split()
+    hidden = HIDDEN_BY_MASK.get(os.environ.get(CPUID_MASK, ""), lambda flag: False)
+    return frozenset(flag for flag in flags if not hidden(flag))
 
 
 def machine_info() -> Dict[str, object]:
@@ -76,7 +86,7 @@ def machine_info() -> Dict[str, object]:
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "isa_limits": {name: os.environ[name] for name in ISA_LIMITS if name in os.environ},
+        "isa_limits": {name: os.environ[name] for name in ISA_LIMITS + (CPUID_MASK,) if name in os.environ},
         "torch": torch.__version__,
     }
     for package in ("transformers", "onnxruntime", "spacy"):

@@ -1,11 +1,12 @@
 """mlm_ner's entity probabilities in a pipeline: doc.spans[spans_key] with
 spancat's attrs["scores"], span._.mlm_prob, `threshold`, `candidate_threshold`
-/ `n_best`, the calibrating temperature, and saved pipelines without them."""
+/ `n_best`, the calibrating temperature and score scaling, and saved pipelines
+without them."""
 import numpy
 import pytest
 import srsly
 
-from spacy_mlm.scoring.calibration import binary_nll
+from spacy_mlm.scoring.calibration import NO_SCALING, binary_nll, scaled_scores, unscaled_threshold
 from spacy_mlm.tagging.schemes import split_tag
 
 from .test_ner import DATA, make_nlp, train
@@ -110,9 +111,16 @@ def test_calibration_lowers_the_likelihood_loss_and_leaves_the_entities(trained,
         nlp.get_pipe("mlm_encoder")(eg.predicted)
     try:
         ner.cfg["temperature"] = 3.0  # a bad start, so there is something to fit
+        alone = ner.calibrate(egs, with_scaling=False)
+        assert alone["score_scaling"] == list(NO_SCALING) == ner.cfg["score_scaling"]
+        ner.cfg["temperature"] = 3.0
         report = ner.calibrate(egs)
         assert report["nll_after"] < report["nll_before"]
         assert report["temperature"] == ner.cfg["temperature"] != 3.0
+        # the same temperature, then the scaling on top: never a worse fit than the temperature alone
+        assert report["temperature"] == pytest.approx(alone["temperature"])
+        assert report["score_scaling"] == ner.cfg["score_scaling"]
+        assert report["nll_after"] < alone["nll_after"] and report["score_scaling"] != list(NO_SCALING)
         assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in nlp.pipe(TEXTS)] == ents
         # the fitted temperature gives the likelihood reported, and it is saved with the pipeline
         probs = [p for eg in egs for *_, p in spans_of(nlp(eg.reference.text))]
@@ -120,10 +128,36 @@ def test_calibration_lowers_the_likelihood_loss_and_leaves_the_entities(trained,
                    for eg in egs for e in nlp(eg.reference.text).ents]
         assert binary_nll(probs, correct) == pytest.approx(report["nll_after"], abs=1e-5)
         nlp.to_disk(tmp_path / "calibrated")
-        saved = srsly.read_json(tmp_path / "calibrated" / "ner" / "cfg")["temperature"]
-        assert saved == pytest.approx(report["temperature"], rel=1e-6)
+        saved = srsly.read_json(tmp_path / "calibrated" / "ner" / "cfg")
+        assert saved["temperature"] == pytest.approx(report["temperature"], rel=1e-6)
+        assert saved["score_scaling"] == pytest.approx(report["score_scaling"], rel=1e-6)
     finally:
-        ner.cfg["temperature"] = 1.0
+        ner.cfg["temperature"], ner.cfg["score_scaling"] = 1.0, list(NO_SCALING)
+
+
+def test_score_scaling_maps_every_score_and_the_thresholds_apply_to_the_mapped_ones(trained):
+    nlp, _ = trained
+    ner = nlp.get_pipe("ner")
+    scaling = (2.0, -1.0)
+    ner.cfg["candidate_threshold"] = 0.0
+    try:
+        raw = [spans_of(doc) for doc in nlp.pipe(TEXTS)]
+        ner.cfg["score_scaling"] = list(scaling)
+        mapped = [spans_of(doc) for doc in nlp.pipe(TEXTS)]
+        for before, after in zip(raw, mapped):
+            assert [s[:3] for s in after] == [s[:3] for s in before]  # the same spans, in the same order
+            assert [p for *_, p in after] == pytest.approx(scaled_scores([p for *_, p in before], scaling), abs=1e-6)
+        # thresholds are on the reported (mapped) scores: the same spans as the raw scores above the unmapped cut
+        cut = 0.3
+        ner.cfg["candidate_threshold"] = cut
+        for doc, before in zip(nlp.pipe(TEXTS), raw):
+            n_ents = len(doc.ents)
+            others = spans_of(doc)[n_ents:]
+            assert all(p >= cut - 1e-6 for *_, p in others)
+            wanted = {s[:3] for s in before[n_ents:] if s[3] >= unscaled_threshold(cut, scaling) + 1e-6}
+            assert wanted <= {s[:3] for s in others}
+    finally:
+        ner.cfg["score_scaling"], ner.cfg["candidate_threshold"] = list(NO_SCALING), None
 
 
 def test_a_pipeline_saved_without_the_settings_loads_with_their_defaults(trained, tmp_path):
@@ -132,7 +166,7 @@ def test_a_pipeline_saved_without_the_settings_loads_with_their_defaults(trained
     nlp, _ = trained
     nlp.to_disk(tmp_path / "old")
     cfg = srsly.read_json(tmp_path / "old" / "ner" / "cfg")
-    for key in ("spans_key", "threshold", "candidate_threshold", "n_best", "temperature"):
+    for key in ("spans_key", "threshold", "candidate_threshold", "n_best", "temperature", "score_scaling"):
         del cfg[key]
     srsly.write_json(tmp_path / "old" / "ner" / "cfg", cfg)
     loaded = spacy.load(tmp_path / "old")
@@ -149,6 +183,9 @@ def test_bad_settings_are_refused(tiny_model_dir):
         nlp.add_pipe("mlm_ner", name="ner2", config={"threshold": 1.5})
     with pytest.raises(SettingError, match="temperature"):
         nlp.add_pipe("mlm_ner", name="ner3", config={"temperature": 0})
+    for bad in ([0.0, 1.0], [1.0], [1.0, 0.0, 2.0]):
+        with pytest.raises(SettingError, match="score_scaling"):
+            nlp.add_pipe("mlm_ner", name="ner4", config={"score_scaling": bad})
 
 
 def test_an_empty_doc_has_no_spans_and_expects_no_entity(trained):

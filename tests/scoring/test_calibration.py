@@ -5,7 +5,8 @@ import math
 import numpy
 import pytest
 
-from spacy_mlm.scoring.calibration import binary_nll, expected_calibration_error, fit_temperature, reliability_bins
+from spacy_mlm.scoring.calibration import (NO_SCALING, binary_nll, expected_calibration_error, fit_score_scaling,
+                                           fit_temperature, reliability_bins, scaled_scores, unscaled_threshold)
 
 
 def test_ece_is_the_count_weighted_gap_between_score_and_accuracy_per_bin():
@@ -57,3 +58,33 @@ def test_precision_coverage_rewards_scores_that_rank_right_predictions_first():
     assert precision_at_coverage(ranked, correct, 0.6) == 1.0
     assert precision_at_coverage(reversed_, correct, 0.8) == pytest.approx(2 / 4)
     assert precision_coverage_area([], []) == 0.0
+
+
+def test_the_score_scaling_recovers_a_known_miscalibration_and_keeps_the_order():
+    """Outcomes drawn from sigmoid(1.5 logit p - 0.5): the fit finds that map,
+    and the mapped scores are better calibrated, in the same order."""
+    rng = numpy.random.default_rng(0)
+    logits = rng.normal(2.0, 2.0, 20_000)
+    probs = 1 / (1 + numpy.exp(-logits))
+    correct = rng.random(len(probs)) < 1 / (1 + numpy.exp(-(1.5 * logits - 0.5)))
+    scaling = fit_score_scaling(probs, correct)
+    assert scaling == pytest.approx((1.5, -0.5), abs=0.1)
+    mapped = scaled_scores(probs, scaling)
+    assert binary_nll(mapped, correct) < binary_nll(probs, correct)
+    assert expected_calibration_error(mapped, correct) < expected_calibration_error(probs, correct) / 2
+    order = numpy.argsort(probs, kind="stable")
+    assert numpy.all(numpy.diff(mapped[order]) >= 0)
+
+
+def test_calibrated_scores_keep_no_scaling_and_the_threshold_maps_back():
+    rng = numpy.random.default_rng(1)
+    probs = rng.uniform(0.01, 0.99, 5000)
+    correct = rng.random(5000) < probs
+    slope, intercept = fit_score_scaling(probs, correct)
+    assert (slope, intercept) == NO_SCALING or (abs(slope - 1) < 0.1 and abs(intercept) < 0.1)
+    assert fit_score_scaling([], []) == NO_SCALING
+    assert fit_score_scaling([0.9, 0.8], [True, True])[0] > 0  # all right: finite, increasing
+    for scaling in ((2.0, -1.0), (0.5, 0.3)):
+        for threshold in (0.1, 0.5, 0.93):
+            assert scaled_scores([unscaled_threshold(threshold, scaling)], scaling)[0] == pytest.approx(threshold)
+        assert unscaled_threshold(0.0, scaling) == 0.0 and unscaled_threshold(1.0, scaling) == 1.0
