@@ -103,8 +103,8 @@ def make_calibrated_to_disk(dev_corpus: str = "corpora.dev", max_examples: int =
                             batch_size: int = 64) -> Callable[[Language], Language]:
     """`[training.before_to_disk]` callback: before each save of `spacy train`
     (model-last at every evaluation, model-best a copy of it), fit the
-    temperature of every mlm_ner and mlm_textcat on the first `max_examples`
-    examples (0: all) of `dev_corpus` (the config's reader, as [training]
+    temperature of every mlm_ner and mlm_textcat (and mlm_ner's score
+    scaling) on the first `max_examples` examples (0: all) of `dev_corpus` (the config's reader, as [training]
     dev_corpus names it), then save atomically as `spacy_mlm.atomic_to_disk.v1`
     does. The temperature changes probabilities only: no entity, label or
     score that training selects on moves (unless `threshold` is set). Costs one
@@ -123,7 +123,9 @@ def make_calibrated_to_disk(dev_corpus: str = "corpora.dev", max_examples: int =
                     logger.warning("'%s' keeps temperature %s: %s", name, nlp.get_pipe(name).cfg.get("temperature", 1.0),
                                    report["skipped"])
                 else:
-                    logger.info("'%s' temperature %.3f on %d dev examples", name, report["temperature"], len(examples))
+                    scaling = report.get("score_scaling")
+                    logger.info("'%s' temperature %.3f%s on %d dev examples", name, report["temperature"],
+                                f", score scaling [{scaling[0]:.3f}, {scaling[1]:.3f}]" if scaling else "", len(examples))
         return save_atomically(nlp)
 
     save_atomically = make_atomic_to_disk()

@@ -59,16 +59,20 @@ def test_each_save_fits_the_temperature_on_the_dev_corpus_and_saves_it(trained, 
         # the entities stay; the saved pipeline carries the fitted temperature and loads
         assert [[(e.start, e.end, e.label_) for e in doc.ents]
                 for doc in nlp.pipe([eg.reference.text for eg in egs])] == ents
-        assert srsly.read_json(tmp_path / "model-last" / "ner" / "cfg")["temperature"] == pytest.approx(fitted)
+        saved = srsly.read_json(tmp_path / "model-last" / "ner" / "cfg")
+        assert saved["temperature"] == pytest.approx(fitted)
+        assert saved["score_scaling"] == pytest.approx(ner.cfg["score_scaling"]) != [1.0, 0.0]
         loaded = spacy.load(tmp_path / "model-last")
         assert loaded.get_pipe("ner").cfg["temperature"] == pytest.approx(fitted)
+        assert loaded.get_pipe("ner").cfg["score_scaling"] == pytest.approx(ner.cfg["score_scaling"])
         # the same fit as calibrating on the corpus's examples by hand from the same start
         ner.cfg["temperature"] = 3.0
         corpus = [Example(nlp.make_doc(eg.reference.text), eg.reference) for eg in egs]
         report = calibrate_on_examples(nlp, corpus)["ner"]
         assert report["temperature"] == pytest.approx(fitted, rel=1e-6)
+        assert report["score_scaling"] == pytest.approx(saved["score_scaling"], rel=1e-6)
     finally:
-        ner.cfg["temperature"] = 1.0
+        ner.cfg["temperature"], ner.cfg["score_scaling"] = 1.0, [1.0, 0.0]
 
 
 def test_max_examples_limits_the_dev_examples_it_fits_on(trained, tmp_path, monkeypatch):
