@@ -130,4 +130,19 @@ def build_student(teacher_path: str, student_settings: Dict, output_dir: Path,
     save_backbone(model, tokenizer, staging / "model")
     encoder.from_disk(staging)  # the component's own loader: backbone, tokenizer, listeners' widths
     nlp.get_pipe_config(name)["model"]["path"] = str(staging / "model")
+    _uncalibrated(nlp)
     return nlp
+
+
+def _uncalibrated(nlp: Language) -> None:
+    """The teacher's fitted calibration (temperature, entity score scaling) set
+    back to none in the student's components: it was fitted to the teacher's
+    scores and says nothing of the student's (`spacy_mlm calibrate` fits the
+    student's own on a dev set)."""
+    for _, pipe in nlp.pipeline:
+        cfg = getattr(pipe, "cfg", None)
+        if isinstance(cfg, dict):
+            if "temperature" in cfg:
+                cfg["temperature"] = 1.0
+            if "score_scaling" in cfg:
+                cfg["score_scaling"] = [1.0, 0.0]

@@ -72,6 +72,17 @@ def test_layer_student_copies_the_named_layers(ner_teacher):
         layer_student(teacher, [1, 4])
 
 
+def test_the_student_does_not_keep_the_teachers_calibration(ner_teacher, tmp_path):
+    calibrated = tmp_path / "calibrated_teacher"
+    nlp = spacy.load(ner_teacher)
+    nlp.get_pipe("ner").cfg.update(temperature=0.7, score_scaling=[1.3, -0.2])
+    nlp.to_disk(calibrated)
+    student = build_student(str(calibrated), {"layers": [1], "encoder": None}, tmp_path / "student")
+    assert student.get_pipe("ner").cfg["temperature"] == 1.0
+    assert student.get_pipe("ner").cfg["score_scaling"] == [1.0, 0.0]
+    assert spacy.load(calibrated).get_pipe("ner").cfg["temperature"] == 0.7  # the teacher is left as it was
+
+
 @pytest.mark.parametrize("crf", [False, True])
 def test_the_students_kl_to_the_teacher_falls(deep_model_dir, texts_file, tmp_path, crf):
     teacher = train_teacher(deep_model_dir, tmp_path / "teacher", "ner", crf=crf, updates=30)
