@@ -18,9 +18,15 @@ CPU user picks instead, every system in one run (issue 51).
   spacy_cnn       `spacy init config --pipeline ner --optimize efficiency` (CPU), trained on
                   the teacher's sentences for --cnn-epochs epochs (its own recipe: Adam 0.001,
                   dropout 0.1, batches of 16): close to convergence on 2000 sentences
+  sst2_teacher    SST-2 with mlm_textcat (the factories' defaults, trained as
+                  bench/inference_speed.py trains its textcat: --sst2-train-size texts x
+                  --epochs, peak lr 1e-4)
+  sst2_student_3l its layers 1, 3, 5, distilled on the teacher's class probabilities over
+                  --sst2-texts SST-2 train sentences without their labels, with the gold
+                  loss on the teacher's training texts; --sst2-distill-steps x --distill-batch
 
 Dev F1: exact-match entity F1 on the whole dev set (--quick: 200 sentences);
-inference words/s: wall clock, batches of 64 sentences, --threads torch threads
+SST-2: accuracy on its whole dev set (872 texts); inference words/s: wall clock, batches of 64 sentences, --threads torch threads
 (ONNX Runtime takes torch's count), best of --repeats passes.
 
     .venv/bin/python bench/distill.py            # over an hour on a 2-core CPU
@@ -36,6 +42,7 @@ so the training can run on a busy machine and the scoring later on a quiet core:
 Last line: one JSON object: each system's dev F1 and words/s, the ratios the
 issue asks about, the budgets and the machine.
 """
+import argparse
 import json
 import random
 import subprocess
@@ -81,18 +88,20 @@ def run(command):
     subprocess.run([str(c) for c in command], check=True)
 
 
-def distill_student(args, teacher: Path, texts: Path, gold: Path, keep_every: int, out: Path) -> Path:
+def distill_student(args, teacher: Path, texts: Path, gold: Path, keep_every: int, out: Path,
+                    steps: int = None) -> Path:
+    steps = args.distill_steps if steps is None else steps
     if args.reuse and (out / "model" / "meta.json").exists():
         print(f"reusing {out / 'model'}", flush=True)
         return out / "model"
     with Stopwatch() as clock:
         run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, "--force", "--quiet",
              "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
-             "--distillation.student.keep_every", keep_every, "--distillation.max_steps", args.distill_steps,
+             "--distillation.student.keep_every", keep_every, "--distillation.max_steps", steps,
              "--distillation.batch_size", args.distill_batch, "--distillation.temperature", args.temperature,
              "--distillation.seed", args.seed, "--distillation.checkpoint_every", 0, "--distillation.cache_teacher", "true",
              "--distillation.optimizer.learning_rate", args.distill_lr,
-             "--distillation.optimizer.warmup_steps", args.distill_steps // 10])
+             "--distillation.optimizer.warmup_steps", steps // 10])
     print(f"distilled {out.name} in {clock.seconds:.0f}s", flush=True)
     return out / "model"
 
@@ -123,6 +132,61 @@ def train_cnn(args, sentences):
                 nlp.update(batch, sgd=optimizer, drop=0.1)
     print(f"spacy_cnn: {len(sentences)} sentences x {args.cnn_epochs} epochs in {clock.seconds:.0f}s", flush=True)
     return nlp
+
+
+def sst2_line(args, systems, results) -> None:
+    """The SST-2 teacher and its 3-layer student: accuracy and words/s on SST-2 dev."""
+    from spacy.tokens import DocBin
+
+    from harness import textcat
+    from inference_speed import train_textcat
+
+    out = args.out / "sst2"
+    out.mkdir(parents=True, exist_ok=True)
+    budget = textcat.budget(model=args.model, train_size=args.sst2_train_size, epochs=args.epochs,
+                            sst2_train=args.sst2_train, sst2_dev=args.sst2_dev)
+    train_rows, dev_rows, labels = textcat.load_task("sst2", budget, args.seed)
+    if args.reuse and (out / "teacher" / "meta.json").exists():
+        teacher = out / "teacher"
+        print(f"reusing {teacher}", flush=True)
+    else:
+        options = argparse.Namespace(textcat_train=args.sst2_train_size, epochs=args.epochs, seed=args.seed,
+                                     sst2_train=args.sst2_train, sst2_dev=args.sst2_dev)
+        teacher = train_textcat(options, args.model, out / "teacher")
+    pipelines = {"sst2_teacher": teacher}
+    if "sst2_student_3l" in systems:
+        nlp = spacy.load(teacher)
+        gold = out / "teacher_train.spacy"
+        docs = []
+        for text, _, label in train_rows:
+            doc = nlp.make_doc(text)
+            doc.cats = {name: float(name == label) for name in labels}
+            docs.append(doc)
+        DocBin(docs=docs, store_user_data=False).to_disk(gold)
+        every = textcat.load_task("sst2", textcat.budget(model=args.model, train_size=0, sst2_train=args.sst2_train,
+                                                         sst2_dev=args.sst2_dev), args.seed)[0]
+        texts = out / "texts.txt"
+        unlabelled = [text for text, _, _ in every][: args.sst2_texts or None]
+        texts.write_text("\n".join(unlabelled) + "\n", encoding="utf8")
+        print(f"SST-2: {len(unlabelled)} unlabelled train sentences, {len(train_rows)} labelled", flush=True)
+        pipelines["sst2_student_3l"] = distill_student(args, teacher, texts, gold, 2, out / "student_3l",
+                                                       steps=args.sst2_distill_steps)
+    if args.no_score:
+        return
+    n_words = sum(len(text.split()) for text, _, _ in dev_rows)
+    for name, path in pipelines.items():
+        if name not in systems:
+            continue
+        nlp = spacy.load(path)
+        best, hits = float("inf"), []
+        for _ in range(args.repeats):
+            with Stopwatch() as clock:
+                docs = list(nlp.pipe((text for text, _, _ in dev_rows), batch_size=64))
+            best = min(best, clock.seconds)
+            hits = [max(doc.cats, key=doc.cats.get) == label for doc, (_, _, label) in zip(docs, dev_rows)]
+        results[name] = {"accuracy": sum(hits) / len(hits), "wps": n_words / best}
+        print(f"{name:<16} dev accuracy {100 * results[name]['accuracy']:6.2f}  {results[name]['wps']:8.0f} words/s",
+              flush=True)
 
 
 def score(nlp, dev_docs, repeats: int):
@@ -156,7 +220,12 @@ def main():
     parser.add_argument("--cnn-epochs", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2, help="inference passes per system (the best counts)")
     parser.add_argument("--systems", default="teacher,teacher_int8,student_3l,student_3l_int8,student_2l,"
-                                             "student_2l_int8,spacy_trf,spacy_cnn")
+                                             "student_2l_int8,spacy_trf,spacy_cnn,sst2_teacher,sst2_student_3l")
+    parser.data_file("--sst2-train", "sst2/train.tsv")
+    parser.data_file("--sst2-dev", "sst2/dev.tsv")
+    parser.add_argument("--sst2-train-size", type=int, default=2000, help="SST-2 texts the teacher trains on")
+    parser.add_argument("--sst2-texts", type=int, default=0, help="SST-2 train sentences as unlabelled text (0: all)")
+    parser.add_argument("--sst2-distill-steps", type=int, default=2000)
     parser.add_argument("--reuse", action="store_true",
                         help="take the teacher, students and int8 copies an earlier run left under OUT")
     parser.add_argument("--no-score", action="store_true", help="build the pipelines only (score later with --reuse)")
@@ -170,6 +239,7 @@ def main():
         args.n_train, args.n_dev, args.epochs, args.repeats = 200, 200, 1, 1
         args.n_conll_texts, args.n_wiki, args.distill_steps, args.distill_batch = 800, 200, 40, 16
         args.cnn_epochs = 5
+        args.sst2_train_size, args.sst2_texts, args.sst2_distill_steps = 160, 800, 40
     systems = args.systems.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
     vocab = spacy.blank("en").vocab
@@ -177,29 +247,35 @@ def main():
     dev_docs = ner.load_sentences(args.dev, vocab, args.n_dev, args.seed)
     from spacy.tokens import DocBin
 
-    gold = args.out / "teacher_train.spacy"
-    DocBin(docs=sentences).to_disk(gold)
     started = time.time()
-    if args.teacher:
-        teacher = Path(args.teacher)
-    elif args.reuse and (args.out / "teacher" / "meta.json").exists():
-        teacher = args.out / "teacher"
-        print(f"reusing {teacher}", flush=True)
-    else:
-        teacher = train_teacher(args, sentences, args.out / "teacher")
-    texts = write_texts(args, args.out / "texts.txt")
-    pipelines = {"teacher": teacher}
-    for name, keep_every in STUDENTS.items():
-        if name in systems or f"{name}_int8" in systems:
-            pipelines[name] = distill_student(args, teacher, texts, gold, keep_every, args.out / name)
-    for name in list(pipelines):
-        if f"{name}_int8" in systems:
-            pipelines[f"{name}_int8"] = int8(args, pipelines[name], args.out / f"{name}_int8")
+    pipelines, teacher = {}, None
+    if any(not name.startswith("sst2_") for name in systems):  # the NER line
+        gold = args.out / "teacher_train.spacy"
+        DocBin(docs=sentences).to_disk(gold)
+        if args.teacher:
+            teacher = Path(args.teacher)
+        elif args.reuse and (args.out / "teacher" / "meta.json").exists():
+            teacher = args.out / "teacher"
+            print(f"reusing {teacher}", flush=True)
+        else:
+            teacher = train_teacher(args, sentences, args.out / "teacher")
+        texts = write_texts(args, args.out / "texts.txt")
+        pipelines = {"teacher": teacher}
+        for name, keep_every in STUDENTS.items():
+            if name in systems or f"{name}_int8" in systems:
+                pipelines[name] = distill_student(args, teacher, texts, gold, keep_every, args.out / name)
+        for name in list(pipelines):
+            if f"{name}_int8" in systems:
+                pipelines[f"{name}_int8"] = int8(args, pipelines[name], args.out / f"{name}_int8")
+    results = {}
+    if any(name.startswith("sst2_") for name in systems):
+        sst2_line(args, systems, results)
     if args.no_score:
         print(f"built {', '.join(map(str, pipelines.values()))}; not scored (--no-score)", flush=True)
         return
-    results = {}
     for name in systems:
+        if name.startswith("sst2_"):
+            continue
         if name == "spacy_trf":
             seed_everything(args.seed)
             nlp = build_spacy_trf(args.model)
@@ -214,12 +290,17 @@ def main():
         print(f"{name:<16} dev F1 {100 * f1:6.2f}  {wps:8.0f} words/s", flush=True)
     summary = {f"{name}_{key}": value for name, row in results.items() for key, value in row.items()}
     for name in results:
-        if "spacy_trf" in results and name != "spacy_trf":
+        if "spacy_trf" in results and name != "spacy_trf" and not name.startswith("sst2_"):
             summary[f"{name}_wps_vs_spacy_trf"] = results[name]["wps"] / results["spacy_trf"]["wps"]
         if "teacher" in results and name.startswith("student"):
             summary[f"{name}_f1_minus_teacher"] = results[name]["f1"] - results["teacher"]["f1"]
+        if "sst2_teacher" in results and name.startswith("sst2_student"):
+            summary[f"{name}_accuracy_minus_teacher"] = results[name]["accuracy"] - results["sst2_teacher"]["accuracy"]
+            summary[f"{name}_wps_vs_teacher"] = results[name]["wps"] / results["sst2_teacher"]["wps"]
     summary.update(n_train=len(sentences), epochs=args.epochs, n_dev=len(dev_docs), distill_steps=args.distill_steps,
                    distill_batch=args.distill_batch, temperature=args.temperature, cnn_epochs=args.cnn_epochs,
+                   sst2_train_size=args.sst2_train_size, sst2_texts=args.sst2_texts,
+                   sst2_distill_steps=args.sst2_distill_steps,
                    threads=torch.get_num_threads(), quick=args.quick, total_s=time.time() - started,
                    teacher=str(teacher))
     (args.out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf8")
