@@ -37,6 +37,7 @@ students and their int8 copies already under OUT instead of building them again,
 so the training can run on a busy machine and the scoring later on a quiet core:
 
     .venv/bin/python bench/distill.py --systems teacher,student_3l,student_2l --no-score
+    .venv/bin/python bench/distill.py --systems sst2_teacher,sst2_student_3l --no-score
     .venv/bin/python bench/distill.py --reuse    # builds what is missing, then scores every system
 
 Last line: one JSON object: each system's dev F1 and words/s, the ratios the
