@@ -24,6 +24,7 @@ from ..models.dropout import use_int16_mask_dropout
 from ..models.encoder import get_hf_model
 from ..models.families import family_layout
 from ..models.hf import load_backbone, save_backbone
+from ..scoring.calibration import NO_SCALING
 from ..testing import SAMPLE_TEXT
 
 STUDENT_ENCODER = "student_encoder"
@@ -145,4 +146,4 @@ def _uncalibrated(nlp: Language) -> None:
             if "temperature" in cfg:
                 cfg["temperature"] = 1.0
             if "score_scaling" in cfg:
-                cfg["score_scaling"] = [1.0, 0.0]
+                cfg["score_scaling"] = list(NO_SCALING)

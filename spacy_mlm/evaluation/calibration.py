@@ -1,8 +1,8 @@
-"""Fitting the temperature (and the entity score scaling) of a pipeline's `mlm_ner` components, or of its
-classifier (`mlm_textcat`, on texts or sentence pairs), on labelled data
-(`spacy_mlm calibrate`): the components before each one (the encoder) run on
-fresh Docs of the data, then the component fits its temperature on them
-against the gold (`MLMEntityRecognizer.calibrate`, `MLMTextCategorizer.calibrate`).
+"""Fitting the temperature of a pipeline's `mlm_ner` components (and the
+scaling of their entity probabilities), or of its classifier (`mlm_textcat`,
+on texts or sentence pairs), on labelled data (`spacy_mlm calibrate`): the
+components before each one (the encoder) run on fresh Docs of the data, then
+the component fits them against the gold (`MLMEntityRecognizer.calibrate`, `MLMTextCategorizer.calibrate`).
 
 `spacy train` fits them itself with the `[training.before_to_disk]` callback
 `spacy_mlm.calibrated_to_disk.v1` (every shipped config has it): at each save,
@@ -104,8 +104,8 @@ def make_calibrated_to_disk(dev_corpus: str = "corpora.dev", max_examples: int =
     """`[training.before_to_disk]` callback: before each save of `spacy train`
     (model-last at every evaluation, model-best a copy of it), fit the
     temperature of every mlm_ner and mlm_textcat (and mlm_ner's score
-    scaling) on the first `max_examples` examples (0: all) of `dev_corpus` (the config's reader, as [training]
-    dev_corpus names it), then save atomically as `spacy_mlm.atomic_to_disk.v1`
+    scaling) on the first `max_examples` examples (0: all) of `dev_corpus`
+    (the config's reader, as [training] dev_corpus names it), then save atomically as `spacy_mlm.atomic_to_disk.v1`
     does. The temperature changes probabilities only: no entity, label or
     score that training selects on moves (unless `threshold` is set). Costs one
     pass over those examples per save; a pipeline with neither component is
