@@ -18,6 +18,13 @@ CPU user picks instead, every system in one run (issue 51).
   spacy_cnn       `spacy init config --pipeline ner --optimize efficiency` (CPU), trained on
                   the teacher's sentences for --cnn-epochs epochs (its own recipe: Adam 0.001,
                   dropout 0.1, batches of 16): close to convergence on 2000 sentences
+  ensemble        teachers of seeds --ensemble-seeds (the teacher above is seed 0; each trains on the
+                  same sentences, the seed changes its initialisation, dropout and order),
+                  their averaged CRF marginals distilled into a 6-layer student (the first
+                  teacher's layers, keep_every 1) over every CoNLL train sentence without its
+                  label and the gold loss on the teachers' sentences, --ensemble-steps x
+                  --distill-batch, once per seed of --ensemble-student-seeds: dev F1 of each
+                  teacher and student, their means and spreads (sample standard deviations)
   sst2_teacher    SST-2 with mlm_textcat (the factories' defaults, trained as
                   bench/inference_speed.py trains its textcat: --sst2-train-size texts x
                   --epochs, peak lr 1e-4)
@@ -38,6 +45,7 @@ so the training can run on a busy machine and the scoring later on a quiet core:
 
     .venv/bin/python bench/distill.py --systems teacher,student_3l,student_2l --no-score
     .venv/bin/python bench/distill.py --systems sst2_teacher,sst2_student_3l --no-score
+    .venv/bin/python bench/distill.py --systems ensemble --reuse          # the ensemble line alone
     .venv/bin/python bench/distill.py --reuse    # builds what is missing, then scores every system
 
 Last line: one JSON object: each system's dev F1 and words/s, the ratios the
@@ -62,12 +70,13 @@ from spacy_mlm import doc_entities, score_entities
 STUDENTS = {"student_3l": 2, "student_2l": 3}  # name -> keep_every over MiniLM's 6 layers
 
 
-def train_teacher(args, sentences, out: Path) -> Path:
-    seed_everything(args.seed)
+def train_teacher(args, sentences, out: Path, seed: int = None) -> Path:
+    seed = args.seed if seed is None else seed
+    seed_everything(seed)
     nlp = ner.build_ours(args.model, crf=True, precision="fp32")
-    order = ner.batches(len(sentences), args.batch_size, args.epochs, args.seed)
+    order = ner.batches(len(sentences), args.batch_size, args.epochs, seed)
     seconds = ner.train_spacy(nlp, ner.gold_examples(nlp, sentences), order, args.lr, 0.1)
-    print(f"teacher: {len(sentences)} sentences x {args.epochs} epoch(s) in {seconds:.0f}s", flush=True)
+    print(f"teacher (seed {seed}): {len(sentences)} sentences x {args.epochs} epoch(s) in {seconds:.0f}s", flush=True)
     nlp.to_disk(out)
     return out
 
@@ -89,18 +98,21 @@ def run(command):
     subprocess.run([str(c) for c in command], check=True)
 
 
-def distill_student(args, teacher: Path, texts: Path, gold: Path, keep_every: int, out: Path,
-                    steps: int = None) -> Path:
+def distill_student(args, teacher, texts: Path, gold: Path, keep_every: int, out: Path,
+                    steps: int = None, seed: int = None) -> Path:
+    """`spacy_mlm distill` of `teacher` (a pipeline, or a list of them: an ensemble) into `out`."""
     steps = args.distill_steps if steps is None else steps
+    seed = args.seed if seed is None else seed
     if args.reuse and (out / "model" / "meta.json").exists():
         print(f"reusing {out / 'model'}", flush=True)
         return out / "model"
+    teacher = json.dumps([str(t) for t in teacher]) if isinstance(teacher, list) else teacher
     with Stopwatch() as clock:
         run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, "--force", "--quiet",
              "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
              "--distillation.student.keep_every", keep_every, "--distillation.max_steps", steps,
              "--distillation.batch_size", args.distill_batch, "--distillation.temperature", args.temperature,
-             "--distillation.seed", args.seed, "--distillation.checkpoint_every", 0, "--distillation.cache_teacher", "true",
+             "--distillation.seed", seed, "--distillation.checkpoint_every", 0, "--distillation.cache_teacher", "true",
              "--distillation.optimizer.learning_rate", args.distill_lr,
              "--distillation.optimizer.warmup_steps", steps // 10])
     print(f"distilled {out.name} in {clock.seconds:.0f}s", flush=True)
@@ -190,6 +202,43 @@ def sst2_line(args, systems, results) -> None:
               flush=True)
 
 
+def ensemble_line(args, sentences, dev_docs, teacher: Path, gold: Path, results) -> None:
+    """Teachers of several seeds, and their ensemble distilled into 6-layer students of several seeds:
+    dev F1 of each, and the students' margin over the teachers' mean."""
+    import statistics
+
+    out = args.out / "ensemble"
+    out.mkdir(parents=True, exist_ok=True)
+    teachers = []
+    for seed in args.ensemble_seeds:
+        path = teacher if seed == args.seed else out / f"teacher_seed{seed}"
+        if path != teacher and not (args.reuse and (path / "meta.json").exists()):
+            train_teacher(args, sentences, path, seed)
+        teachers.append(path)
+    texts = out / "texts.txt"
+    conll = [doc.text for doc in ner.load_sentences(args.train, spacy.blank("en").vocab, args.n_conll_texts, args.seed)]
+    texts.write_text("\n".join(conll) + "\n", encoding="utf8")
+    students = [distill_student(args, teachers, texts, gold, 1, out / f"student_6l_seed{seed}",
+                                steps=args.ensemble_steps, seed=seed) for seed in args.ensemble_student_seeds]
+    if args.no_score:
+        return
+    f1 = {}
+    for name, path in [*((f"teacher_seed{s}", t) for s, t in zip(args.ensemble_seeds, teachers)),
+                       *((f"student_6l_seed{s}", p) for s, p in zip(args.ensemble_student_seeds, students))]:
+        f1[name] = score(spacy.load(path), dev_docs, 1)[0]
+        print(f"ensemble {name:<18} dev F1 {100 * f1[name]:6.2f}", flush=True)
+    teacher_f1 = [f1[f"teacher_seed{s}"] for s in args.ensemble_seeds]
+    student_f1 = [f1[f"student_6l_seed{s}"] for s in args.ensemble_student_seeds]
+    spread = statistics.stdev(teacher_f1) if len(teacher_f1) > 1 else 0.0
+    results["ensemble"] = {
+        "teacher_f1s": teacher_f1, "teacher_f1_mean": statistics.mean(teacher_f1), "teacher_f1_spread": spread,
+        "student_6l_f1s": student_f1, "student_6l_f1_mean": statistics.mean(student_f1),
+        "student_6l_f1_spread": statistics.stdev(student_f1) if len(student_f1) > 1 else 0.0,
+        # the issue's test: every student above the teachers' mean by more than their spread
+        "student_6l_min_margin_over_spread": (min(student_f1) - statistics.mean(teacher_f1)) / spread if spread else None,
+    }
+
+
 def score(nlp, dev_docs, repeats: int):
     """(dev F1, inference words/s: the best of `repeats` passes)."""
     n_words = sum(len(doc) for doc in dev_docs)
@@ -221,12 +270,16 @@ def main():
     parser.add_argument("--cnn-epochs", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2, help="inference passes per system (the best counts)")
     parser.add_argument("--systems", default="teacher,teacher_int8,student_3l,student_3l_int8,student_2l,"
-                                             "student_2l_int8,spacy_trf,spacy_cnn,sst2_teacher,sst2_student_3l")
+                                             "student_2l_int8,spacy_trf,spacy_cnn,ensemble,sst2_teacher,sst2_student_3l")
     parser.data_file("--sst2-train", "sst2/train.tsv")
     parser.data_file("--sst2-dev", "sst2/dev.tsv")
     parser.add_argument("--sst2-train-size", type=int, default=2000, help="SST-2 texts the teacher trains on")
     parser.add_argument("--sst2-texts", type=int, default=0, help="SST-2 train sentences as unlabelled text (0: all)")
     parser.add_argument("--sst2-distill-steps", type=int, default=2000)
+    parser.add_argument("--ensemble-seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0, 1, 2],
+                        help="the ensemble's teacher seeds (the one equal to --seed is the teacher above)")
+    parser.add_argument("--ensemble-student-seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0, 1])
+    parser.add_argument("--ensemble-steps", type=int, default=1500, help="distillation steps of each 6-layer student")
     parser.add_argument("--reuse", action="store_true",
                         help="take the teacher, students and int8 copies an earlier run left under OUT")
     parser.add_argument("--no-score", action="store_true", help="build the pipelines only (score later with --reuse)")
@@ -241,6 +294,7 @@ def main():
         args.n_conll_texts, args.n_wiki, args.distill_steps, args.distill_batch = 800, 200, 40, 16
         args.cnn_epochs = 5
         args.sst2_train_size, args.sst2_texts, args.sst2_distill_steps = 160, 800, 40
+        args.ensemble_steps = 20
     systems = args.systems.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
     vocab = spacy.blank("en").vocab
@@ -250,7 +304,7 @@ def main():
 
     started = time.time()
     pipelines, teacher = {}, None
-    if any(not name.startswith("sst2_") for name in systems):  # the NER line
+    if any(not name.startswith("sst2_") for name in systems):  # the NER line and the ensemble
         gold = args.out / "teacher_train.spacy"
         DocBin(docs=sentences).to_disk(gold)
         if args.teacher:
@@ -271,11 +325,13 @@ def main():
     results = {}
     if any(name.startswith("sst2_") for name in systems):
         sst2_line(args, systems, results)
+    if "ensemble" in systems:
+        ensemble_line(args, sentences, dev_docs, teacher, gold, results)
     if args.no_score:
         print(f"built {', '.join(map(str, pipelines.values()))}; not scored (--no-score)", flush=True)
         return
     for name in systems:
-        if name.startswith("sst2_"):
+        if name.startswith("sst2_") or name == "ensemble":
             continue
         if name == "spacy_trf":
             seed_everything(args.seed)
@@ -291,7 +347,7 @@ def main():
         print(f"{name:<16} dev F1 {100 * f1:6.2f}  {wps:8.0f} words/s", flush=True)
     summary = {f"{name}_{key}": value for name, row in results.items() for key, value in row.items()}
     for name in results:
-        if "spacy_trf" in results and name != "spacy_trf" and not name.startswith("sst2_"):
+        if "spacy_trf" in results and name not in ("spacy_trf", "ensemble") and not name.startswith("sst2_"):
             summary[f"{name}_wps_vs_spacy_trf"] = results[name]["wps"] / results["spacy_trf"]["wps"]
         if "teacher" in results and name.startswith("student"):
             summary[f"{name}_f1_minus_teacher"] = results[name]["f1"] - results["teacher"]["f1"]
@@ -301,7 +357,7 @@ def main():
     summary.update(n_train=len(sentences), epochs=args.epochs, n_dev=len(dev_docs), distill_steps=args.distill_steps,
                    distill_batch=args.distill_batch, temperature=args.temperature, cnn_epochs=args.cnn_epochs,
                    sst2_train_size=args.sst2_train_size, sst2_texts=args.sst2_texts,
-                   sst2_distill_steps=args.sst2_distill_steps,
+                   sst2_distill_steps=args.sst2_distill_steps, ensemble_steps=args.ensemble_steps,
                    threads=torch.get_num_threads(), quick=args.quick, total_s=time.time() - started,
                    teacher=str(teacher))
     (args.out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf8")

@@ -1,5 +1,6 @@
 """What a fine-tuning step of ours costs with and without the CPU training
-kernels of models/dropout.py and models/attention.py, in one process.
+kernels of models/dropout.py and models/attention.py and the packed rows of
+models/packing.py, in one process.
 
 Ours as the fine-tuning benches train it, at --precision (MiniLM, batches of
 16): --task nli, MNLI pairs as bench/classify.py trains them (configs/nli.cfg's
@@ -7,13 +8,14 @@ pooling); --task sst2, SST-2 texts likewise; --task ner, CoNLL-2003 sentences wi
 bench/ner_conll.py trains them (--crf: with the CRF). Three variants of the same pipeline,
 each stepping the same batches in blocks of --steps, in turn over --rounds
 (alternating the order, so that a machine slowing down or speeding up falls
-on every variant alike; the median block is reported):
+on every variant alike; the median block is reported). Four variants:
 
   torch        torch's nn.Dropout (bernoulli_ masks) and the family's SDPA
                attention in training (the code before issue 38's last change)
   int16        dropout masks from 16-bit integers (models/dropout.py), SDPA
-  int16_plain  that, and the plain attention in training (models/attention.py):
-               what the package does
+  int16_plain  that, and the plain attention in training (models/attention.py)
+  packed       that, and the windows of a pass packed into rows of about
+               --row-length pieces (models/packing.py): what the package does
 
 Also the time of one dropout mask draw on a [16, 32, 384] tensor both ways.
 
@@ -23,7 +25,8 @@ Also the time of one dropout mask draw on a [16, 32, 384] tensor both ways.
     python bench/train_step.py --quick              # a smoke test
 
 Last line: one JSON object, `step_ms_<variant>`, `mask_ms_bernoulli`,
-`mask_ms_int16`, `speedup` (torch over int16_plain).
+`mask_ms_int16`, `speedup` (torch over packed), `packing_speedup`
+(int16_plain over packed), the machine.
 """
 import harness  # noqa: F401  (environment first)
 
@@ -39,8 +42,9 @@ from harness import ner
 
 import spacy_mlm
 from spacy_mlm import get_hf_model
+from spacy_mlm.models.packing import ROW_LENGTH
 
-VARIANTS = ("torch", "int16", "int16_plain")
+VARIANTS = ("torch", "int16", "int16_plain", "packed")
 
 
 def parse_args():
@@ -53,6 +57,7 @@ def parse_args():
     parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     parser.add_argument("--steps", type=int, default=10, help="steps a block")
     parser.add_argument("--rounds", type=int, default=6, help="blocks of each variant")
+    parser.add_argument("--row-length", type=int, default=ROW_LENGTH, help="the packed variant's pieces a row")
     parser.set_defaults(lr=2e-4, layer_decay=0.9)
     args = fill_sizes(parser.parse_args())
     if args.quick:
@@ -60,12 +65,14 @@ def parse_args():
     return args
 
 
-def use_variant(encoder, dropout_classes: dict, variant: str) -> None:
+def use_variant(encoder, dropout_classes: dict, variant: str, row_length: int) -> None:
     """The variant's dropout modules (torch's class, or the package's own, as
-    loaded) and attention in training (the encoder's `plain_attention` attr)."""
+    loaded), attention in training (the encoder's `plain_attention` attr) and
+    rows (its `pack_row_length`)."""
     for module, cls in dropout_classes.items():
         module.__class__ = torch.nn.Dropout if variant == "torch" else cls
-    encoder.attrs["plain_attention"] = variant == "int16_plain"
+    encoder.attrs["plain_attention"] = variant in ("int16_plain", "packed")
+    encoder.attrs["pack_row_length"] = row_length if variant == "packed" else 0
 
 
 def mask_ms(draw, repeats: int = 200) -> float:
@@ -121,7 +128,7 @@ def main():
     times = {variant: [] for variant in VARIANTS}
     for round_ in range(args.rounds):
         for variant in VARIANTS if round_ % 2 == 0 else VARIANTS[::-1]:
-            use_variant(encoder, dropout_classes, variant)
+            use_variant(encoder, dropout_classes, variant, args.row_length)
             start = time.perf_counter()
             for idx in block:
                 step(idx)
@@ -132,9 +139,10 @@ def main():
     figures["mask_ms_bernoulli"] = mask_ms(lambda: torch.nn.functional.dropout(x, args.dropout, True))
     ours = next(iter(dropout_classes.values()))(args.dropout).train()  # the class the package loads it with
     figures["mask_ms_int16"] = mask_ms(lambda: ours(x))
-    figures["speedup"] = figures["step_ms_torch"] / figures["step_ms_int16_plain"]
+    figures["speedup"] = figures["step_ms_torch"] / figures["step_ms_packed"]
+    figures["packing_speedup"] = figures["step_ms_int16_plain"] / figures["step_ms_packed"]
     figures.update(task=args.task + ("_crf" if args.crf else ""), precision=args.precision, steps=args.steps,
-                   rounds=args.rounds, threads=args.threads)
+                   rounds=args.rounds, threads=args.threads, row_length=args.row_length)
     print_result(figures, digits=3)
 
 

@@ -27,7 +27,7 @@ from ..errors import NotInitializedError, SpacyMlmError
 from ..util.machine import cpu_bf16_is_faster, warn_slow_bf16
 from ..util.settings import FLAG, INT, INTS, NUMBER, TEXT, check_settings
 from ..tokenization.align import Alignment, align_pieces_to_tokens
-from ..tokenization.batching import length_batches
+from ..tokenization.batching import length_batches, packed_rows
 from .hf import (
     build_scratch_backbone,
     freeze_backbone,
@@ -35,6 +35,7 @@ from .hf import (
     max_positions,
 )
 from .attention import plain_attention
+from .packing import ROW_LENGTH, packing_verified, pass_inputs, pooled_rows, position_offset
 from .families import DEFAULT_WINDOW, has_segments, layer_scopes
 from ..util.vectors import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
@@ -72,9 +73,11 @@ def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_ba
     """The thinc encoder model; `init` loads or builds its transformer (see
     `_set_backbone`). Refuses a backend/precision pair that does not exist."""
     # plain_attention: a training pass on a CPU runs the family's plain attention (attention.py);
-    # False keeps SDPA there (bench/train_step.py compares the two)
+    # False keeps SDPA there. pack_row_length: a training pass packs windows into rows of about
+    # that many pieces (packing.py); 0 keeps one window a row. (bench/train_step.py compares them.)
     attrs = {
         "backend": "torch", "precision": "fp32", "fp32_layers": [], "onnx": None, "plain_attention": True,
+        "pack_row_length": ROW_LENGTH,
         **options, "path": path, "output_hidden_states": output_hidden_states, "max_batch_pieces": max_batch_pieces,
     }
     check_settings(
@@ -309,13 +312,16 @@ def forward(model: Model, docs: Sequence[Doc], is_train: bool):
     # inference_mode is fastest but its tensors can't become autograd leaves.
     context = torch.enable_grad() if trains else torch.no_grad() if is_train else torch.inference_mode()
     attention = _training_attention(model, hf_model)
+    row_length = model.attrs["pack_row_length"]
+    packed = is_train and row_length > 0 and not keep_layers and packing_verified(hf_model)
     with context:
-        packed, packed_layers, packed_pooled = _run(model, hf_model, pieces, keep_layers, attention)
-    hidden, cls, layers, pooled = _unpack(pieces, packed, packed_layers, packed_pooled)
+        window_rows, window_layers, window_pooled = _run(model, hf_model, pieces, keep_layers, attention,
+                                                         row_length if packed else 0)
+    hidden, cls, layers, pooled = _unpack(pieces, window_rows, window_layers, window_pooled)
     if not is_train:
         return EncoderBatch(docs, pieces, alignments, hidden, cls, layers, pooled), _no_backprop
     # Leaves for the listeners; gradients accumulate in their .grad.
-    flat = torch.cat(hidden) if hidden else packed[:0]
+    flat = torch.cat(hidden) if hidden else window_rows[:0]
     flat_leaf = flat.detach().requires_grad_(True)
     cls_leaf = cls.detach().requires_grad_(True)
     pooled_leaf = None if pooled is None else pooled.detach().requires_grad_(True)
@@ -364,10 +370,12 @@ def _training_attention(model: Model, hf_model) -> Callable[[], ContextManager]:
 
 
 def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
-         attention: Callable[[], ContextManager]):
+         attention: Callable[[], ContextManager], row_length: int = 0):
     """Run every window (within `attention`); return all non-padding rows
-    packed in window order, the layers' rows likewise (or None) and one
-    pooled row per window (None for a model without a pooler)."""
+    in window order, the layers' rows likewise (or None) and one pooled row
+    per window (None for a model without a pooler). `row_length` > 0: windows
+    share rows of about that many pieces (`packing.py`), as training passes do
+    where verified; 0: one window a row."""
     windows = [w for p in pieces for w in p.windows]
     lengths = np.array([len(w.input_ids) for w in windows], dtype=np.int64)
     budget = model.attrs["max_batch_pieces"]
@@ -377,6 +385,14 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
     bf16 = model.attrs["precision"] == "bf16"
     if bf16 and device.type == "cpu" and not cpu_bf16_is_faster():
         warn_slow_bf16('precision = "bf16" set: use precision = "fp32", or backend = "onnx" with precision = "int8"')
+    packed = row_length > 0
+    if packed:
+        rows = packed_rows(lengths, row_length)
+        loads = np.array([lengths[row].sum() for row in rows], dtype=np.int64)
+        passes = [[rows[r] for r in chunk] for chunk in length_batches(loads, budget)]
+    else:
+        passes = [[[w] for w in chunk] for chunk in length_batches(lengths, budget)]
+    offset = position_offset(hf_model) if packed else 0
     rows_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     layers_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
     pooled_by_window: List[torch.Tensor] = [None] * len(windows)  # type: ignore
@@ -385,39 +401,35 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
     # backward casts each weight's gradient, summed over the passes, back once) however many
     # length-batches it runs; per pass, the casts cost as much as the bf16 matmuls save.
     with attention(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-        for chunk in length_batches(lengths, budget):
-            longest = int(lengths[chunk[0]])
-            ids = np.full((len(chunk), longest), pad_id, dtype=np.int64)
-            types = np.zeros_like(ids)
-            mask = np.zeros_like(ids)
-            for row, w in enumerate(chunk):
-                length = lengths[w]
-                ids[row, :length] = windows[w].input_ids
-                types[row, :length] = windows[w].token_type_ids
-                mask[row, :length] = 1
-            inputs = {"input_ids": torch.from_numpy(ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
-            if model.attrs["type_ids"]:
-                inputs["token_type_ids"] = torch.from_numpy(types).to(device)
+        for rows in passes:
+            arrays, places = pass_inputs(rows, windows, lengths, pad_id, packed=packed, offset=offset)
+            if not model.attrs["type_ids"]:
+                del arrays["token_type_ids"]
+            inputs = {name: torch.from_numpy(value).to(device) for name, value in arrays.items()}
             out = backbone(**inputs, output_hidden_states=keep_layers, return_dict=True)
             last = out.last_hidden_state.float()
             pooler_output = getattr(out, "pooler_output", None)
-            for row, w in enumerate(chunk):
-                rows_by_window[w] = last[row, : lengths[w]]
-                if pooler_output is not None:
+            for w, (row, start) in places.items():
+                rows_by_window[w] = last[row, start : start + lengths[w]]
+                if pooler_output is not None and not packed:
                     pooled_by_window[w] = pooler_output[row].float()
                 if keep_layers:
                     layers_by_window[w] = torch.stack([h[row, : lengths[w]].float() for h in out.hidden_states])
+            if pooler_output is not None and packed:
+                firsts = torch.stack([out.last_hidden_state[row, start] for row, start in places.values()])
+                for w, pooled in zip(places, pooled_rows(hf_model, firsts)):
+                    pooled_by_window[w] = pooled.float()
     width = int(hf_model.config.hidden_size)
-    packed = torch.cat(rows_by_window) if windows else torch.zeros((0, width), device=device)
-    packed_layers = torch.cat(layers_by_window, dim=1) if keep_layers and windows else None
+    window_rows = torch.cat(rows_by_window) if windows else torch.zeros((0, width), device=device)
+    window_layers = torch.cat(layers_by_window, dim=1) if keep_layers and windows else None
     has_pooler = getattr(hf_model, "pooler", None) is not None
-    packed_pooled = (torch.stack(pooled_by_window) if windows else packed.new_zeros((0, width))) if has_pooler else None
-    return packed, packed_layers, packed_pooled
+    window_pooled = (torch.stack(pooled_by_window) if windows else window_rows.new_zeros((0, width))) if has_pooler else None
+    return window_rows, window_layers, window_pooled
 
 
 def _unpack(
-    pieces: List[DocPieces], packed: torch.Tensor, packed_layers: Optional[torch.Tensor],
-    packed_pooled: Optional[torch.Tensor],
+    pieces: List[DocPieces], window_rows: torch.Tensor, window_layers: Optional[torch.Tensor],
+    window_pooled: Optional[torch.Tensor],
 ):
     """Per-doc piece rows (each from its owner window), first-window [CLS] rows,
     per-doc layers (or None) and first-window pooled rows (or None)."""
@@ -431,15 +443,15 @@ def _unpack(
         window_offsets.append(np.asarray(starts, dtype=np.int64))
     gather = [offs[p.owner] + p.owner_position for p, offs in zip(pieces, window_offsets)]
     sizes = [len(g) for g in gather]
-    index = torch.from_numpy(np.concatenate(gather) if gather else np.zeros(0, np.int64)).to(packed.device)
-    hidden = list(torch.split(packed[index], sizes))
-    cls_index = torch.from_numpy(np.asarray([offs[0] for offs in window_offsets], dtype=np.int64)).to(packed.device)
-    cls = packed[cls_index]
+    index = torch.from_numpy(np.concatenate(gather) if gather else np.zeros(0, np.int64)).to(window_rows.device)
+    hidden = list(torch.split(window_rows[index], sizes))
+    cls_index = torch.from_numpy(np.asarray([offs[0] for offs in window_offsets], dtype=np.int64)).to(window_rows.device)
+    cls = window_rows[cls_index]
     layers = None
-    if packed_layers is not None:
-        layers = list(torch.split(packed_layers[:, index], sizes, dim=1))
+    if window_layers is not None:
+        layers = list(torch.split(window_layers[:, index], sizes, dim=1))
     pooled = None
-    if packed_pooled is not None:
+    if window_pooled is not None:
         first_windows = np.cumsum([0] + [len(p.windows) for p in pieces[:-1]]) if pieces else np.zeros(0)
-        pooled = packed_pooled[torch.from_numpy(first_windows.astype(np.int64)).to(packed.device)]
+        pooled = window_pooled[torch.from_numpy(first_windows.astype(np.int64)).to(window_rows.device)]
     return hidden, cls, layers, pooled

@@ -32,8 +32,9 @@ from .template import special_template
 from .window import context_windows, merge_owner, window_spans
 
 logger = logging.getLogger(__name__)
-# the code points Python's str.isspace() is true of
-WHITESPACE = np.asarray([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+# whether Python's str.isspace() is true of each code point up to U+3000 (the last space); every
+# code point above reads the False entry at the end (a table look-up: np.isin sorts, per text)
+IS_SPACE = np.asarray([chr(c).isspace() for c in range(0x3001)] + [False])
 
 
 @dataclass
@@ -268,7 +269,8 @@ def trim_spaces(text: str, offsets: np.ndarray) -> np.ndarray:
     only whitespace (a lone `▁`) becomes empty and aligns to no token."""
     if not len(offsets) or not text:
         return offsets
-    space = np.isin(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), WHITESPACE)
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    space = IS_SPACE[np.minimum(codes, len(IS_SPACE) - 1)]
     positions = np.arange(len(text) + 1)
     # the first non-space at or after each position, the last non-space before each
     next_text = np.minimum.accumulate(np.where(np.append(~space, True), positions, len(text))[::-1])[::-1]

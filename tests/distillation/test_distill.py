@@ -87,7 +87,8 @@ def test_the_student_does_not_keep_the_teachers_calibration(ner_teacher, tmp_pat
 def test_the_students_kl_to_the_teacher_falls(deep_model_dir, texts_file, tmp_path, crf):
     teacher = train_teacher(deep_model_dir, tmp_path / "teacher", "ner", crf=crf, updates=30)
     build_student(str(teacher), {"layers": [3], "encoder": None}, tmp_path / "start").to_disk(tmp_path / "start/model")
-    after = run(tmp_path, teacher, texts_file, "after", max_steps=30, temperature=1.0, **{"student.layers": [3]})
+    # 60 steps: at 30 the KL had fallen to 0.1-0.5 of the start over seeds 0-2, at 60 to 0.03-0.14
+    after = run(tmp_path, teacher, texts_file, "after", max_steps=60, temperature=1.0, **{"student.layers": [3]})
     texts = texts_file.read_text().splitlines()
     assert kl_to_teacher(after, teacher, texts) < 0.3 * kl_to_teacher(tmp_path / "start/model", teacher, texts)
     assert spacy.load(after).get_pipe("ner").model.attrs["crf"] is crf
