@@ -1,6 +1,6 @@
 """What a fine-tuning step of ours costs with and without the CPU training
 kernels of models/dropout.py and models/attention.py and the packed rows of
-models/packing.py, in one process.
+models/window_packing.py, in one process.
 
 Ours as the fine-tuning benches train it, at --precision (MiniLM, batches of
 16): --task nli, MNLI pairs as bench/classify.py trains them (configs/nli.cfg's
@@ -15,7 +15,7 @@ on every variant alike; the median block is reported). Four variants:
   int16        dropout masks from 16-bit integers (models/dropout.py), SDPA
   int16_plain  that, and the plain attention in training (models/attention.py)
   packed       that, and the windows of a pass packed into rows of about
-               --row-length pieces (models/packing.py): what the package does
+               --row-length pieces (models/window_packing.py): what the package does
 
 Also the time of one dropout mask draw on a [16, 32, 384] tensor both ways.
 
@@ -42,7 +42,7 @@ from harness import ner
 
 import spacy_mlm
 from spacy_mlm import get_hf_model
-from spacy_mlm.models.packing import ROW_LENGTH
+from spacy_mlm.models.window_packing import ROW_LENGTH
 
 VARIANTS = ("torch", "int16", "int16_plain", "packed")
 

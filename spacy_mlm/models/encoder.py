@@ -35,7 +35,7 @@ from .hf import (
     max_positions,
 )
 from .attention import plain_attention
-from .packing import ROW_LENGTH, packing_verified, pass_inputs, pooled_rows, position_offset
+from .window_packing import ROW_LENGTH, packing_verified, pass_inputs, pooled_rows, position_offset
 from .families import DEFAULT_WINDOW, has_segments, layer_scopes
 from ..util.vectors import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
@@ -74,7 +74,7 @@ def _encoder_model(init: Callable, path: str, output_hidden_states: bool, max_ba
     `_set_backbone`). Refuses a backend/precision pair that does not exist."""
     # plain_attention: a training pass on a CPU runs the family's plain attention (attention.py);
     # False keeps SDPA there. pack_row_length: a training pass packs windows into rows of about
-    # that many pieces (packing.py); 0 keeps one window a row. (bench/train_step.py compares them.)
+    # that many pieces (window_packing.py); 0 keeps one window a row. (bench/train_step.py compares them.)
     attrs = {
         "backend": "torch", "precision": "fp32", "fp32_layers": [], "onnx": None, "plain_attention": True,
         "pack_row_length": ROW_LENGTH,
@@ -374,7 +374,7 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
     """Run every window (within `attention`); return all non-padding rows
     in window order, the layers' rows likewise (or None) and one pooled row
     per window (None for a model without a pooler). `row_length` > 0: windows
-    share rows of about that many pieces (`packing.py`), as training passes do
+    share rows of about that many pieces (`window_packing.py`), as training passes do
     where verified; 0: one window a row."""
     windows = [w for p in pieces for w in p.windows]
     lengths = np.array([len(w.input_ids) for w in windows], dtype=np.int64)

@@ -13,7 +13,7 @@ grouping of this cost uses contiguous runs of the sorted order). The default,
 A training batch is a few random sentences, too few to group without padding
 (a third of the positions of 16 CoNLL sentences in 2.5 passes). There
 `packed_rows` puts several windows into one row instead, side by side, each
-attending only to itself (`models/packing.py`): one pass, and a row pads only
+attending only to itself (`models/window_packing.py`): one pass, and a row pads only
 to the longest row, which balanced rows keep close to the mean.
 """
 from typing import List

@@ -1,4 +1,4 @@
-"""Packed training passes (models/packing.py): several windows share a row,
+"""Packed training passes (models/window_packing.py): several windows share a row,
 each attending only to itself. Verified per model; where verified, a training
 pass gives every window what it gets alone, in its outputs and gradients."""
 import logging
@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from spacy_mlm import get_hf_model
-from spacy_mlm.models import packing
+from spacy_mlm.models import window_packing
 from spacy_mlm.testing import SAMPLE_TEXT, make_tiny_family
 
 # BERT with and without a pooler, RoBERTa and MPNet (positions after the padding id), ELECTRA
@@ -73,7 +73,7 @@ def training_pass(model, docs, row_length):
 @pytest.mark.parametrize("family", PACKED)
 def test_a_packed_training_pass_gives_each_window_its_padded_outputs_and_gradients(family, tmp_path):
     nlp, model = encoder_pipeline(family, tmp_path)
-    assert packing.packing_verified(get_hf_model(model))
+    assert window_packing.packing_verified(get_hf_model(model))
     docs = [nlp.make_doc(text) for text in SAMPLE_TEXT[:12]]
     seen = masks_seen(model)
     alone = training_pass(model, docs, 0)
@@ -99,8 +99,8 @@ def test_a_packed_training_pass_gives_each_window_its_padded_outputs_and_gradien
 @pytest.mark.parametrize("family", KEPT)
 def test_a_family_that_fails_the_probe_trains_one_window_a_row(family, tmp_path, caplog):
     nlp, model = encoder_pipeline(family, tmp_path)
-    with caplog.at_level(logging.INFO, logger="spacy_mlm.models.packing"):
-        assert not packing.packing_verified(get_hf_model(model))
+    with caplog.at_level(logging.INFO, logger="spacy_mlm.models.window_packing"):
+        assert not window_packing.packing_verified(get_hf_model(model))
     assert "keep one window a row" in caplog.text
     seen = masks_seen(model)
     training_pass(model, [nlp.make_doc(text) for text in SAMPLE_TEXT[:6]], 32)
