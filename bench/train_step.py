@@ -42,7 +42,6 @@ from harness import ner
 
 import spacy_mlm
 from spacy_mlm import get_hf_model
-from spacy_mlm.models.window_packing import ROW_LENGTH
 
 VARIANTS = ("torch", "int16", "int16_plain", "packed")
 
@@ -57,7 +56,8 @@ def parse_args():
     parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     parser.add_argument("--steps", type=int, default=10, help="steps a block")
     parser.add_argument("--rounds", type=int, default=6, help="blocks of each variant")
-    parser.add_argument("--row-length", type=int, default=ROW_LENGTH, help="the packed variant's pieces a row")
+    parser.add_argument("--row-length", type=int, default=None,
+                        help="the packed variant's pieces a row (default: the encoder's own)")
     parser.set_defaults(lr=2e-4, layer_decay=0.9)
     args = fill_sizes(parser.parse_args())
     if args.quick:
@@ -117,6 +117,8 @@ def main():
     nlp, examples, order, optimizer = (ner_pipeline if args.task == "ner" else textcat_pipeline)(args)
     encoder = nlp.get_pipe("encoder" if "encoder" in nlp.pipe_names else "mlm_encoder").model
     dropout_classes = {m: type(m) for m in get_hf_model(encoder).modules() if isinstance(m, torch.nn.Dropout)}
+    if args.row_length is None:
+        args.row_length = encoder.attrs["pack_row_length"]
     warmup, block = order[:3], order[3:3 + args.steps]
 
     def step(idx):

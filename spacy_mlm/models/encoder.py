@@ -36,7 +36,7 @@ from .hf import (
 )
 from .attention import plain_attention
 from .window_packing import ROW_LENGTH, packing_verified, pass_inputs, pooled_rows, position_offset
-from .families import DEFAULT_WINDOW, has_segments, layer_scopes
+from .families import DEFAULT_WINDOW, has_segments, layer_scopes, position_limit
 from ..util.vectors import cosine_rows
 from .encoding import DocEncoding, EncoderBatch
 from .onnx_backbone import (
@@ -387,7 +387,8 @@ def _run(model: Model, hf_model, pieces: List[DocPieces], keep_layers: bool,
         warn_slow_bf16('precision = "bf16" set: use precision = "fp32", or backend = "onnx" with precision = "int8"')
     packed = row_length > 0
     if packed:
-        rows = packed_rows(lengths, row_length)
+        # no row longer than the position table: some families size buffers by it (RoBERTa's type ids)
+        rows = packed_rows(lengths, row_length, position_limit(hf_model))
         loads = np.array([lengths[row].sum() for row in rows], dtype=np.int64)
         passes = [[rows[r] for r in chunk] for chunk in length_batches(loads, budget)]
     else:

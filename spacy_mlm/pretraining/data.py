@@ -13,7 +13,7 @@ import numpy as np
 
 from ..tokenization.template import special_template
 from .masking import MaskedBatch, mask_tokens
-from .window_packing import Segment, next_sentence_pairs, pack_documents
+from .packing import Segment, next_sentence_pairs, pack_documents
 from .sampling import epoch_order, sampling_probabilities
 
 logger = logging.getLogger(__name__)

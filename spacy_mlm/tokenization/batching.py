@@ -57,26 +57,31 @@ def length_batches(lengths: np.ndarray, max_pieces: int, pass_cost: float = 64.0
     return groups[::-1]
 
 
-def packed_rows(lengths: np.ndarray, row_length: int) -> List[np.ndarray]:
-    """Indices of `lengths`, in rows of about `row_length` summed length (a
-    longer window takes a row of its own), as even as it goes: the fewest rows
-    that hold the total at `row_length` each, and each window, longest first,
-    into the row holding the least so far (longest-processing-time
-    scheduling). The rows then pad little to the longest of them: with many
-    short windows the loads differ by less than the shortest window's length.
-    Each row lists its windows longest first."""
+def packed_rows(lengths: np.ndarray, row_length: int, max_length: int = None) -> List[np.ndarray]:
+    """Indices of `lengths`, in rows of about `row_length` summed length, none
+    over `max_length` (a window that long or longer takes a row of its own),
+    as even as it goes: the fewest rows that hold the total at `row_length`
+    each, and each window, longest first, into the row holding the least so
+    far (longest-processing-time scheduling), or a new row where that one
+    would go over `max_length`. The rows then pad little to the longest of
+    them: with many short windows the loads differ by less than the shortest
+    window's length. Each row lists its windows longest first."""
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.ndim != 1:
         raise DataError(f"lengths must be one-dimensional, got shape {lengths.shape}")
-    if row_length < 1:
-        raise SettingError(f"need row_length >= 1, got {row_length}")
+    if row_length < 1 or (max_length is not None and max_length < 1):
+        raise SettingError(f"need row_length >= 1 and max_length >= 1, got {row_length} and {max_length}")
     if not len(lengths):
         return []
     n_rows = min(len(lengths), max(1, -(-int(lengths.sum()) // row_length)))
-    loads = np.zeros(n_rows, dtype=np.int64)
+    loads: List[int] = [0] * n_rows
     rows: List[List[int]] = [[] for _ in range(n_rows)]
     for i in np.argsort(-lengths, kind="stable"):
         row = int(np.argmin(loads))
+        if rows[row] and max_length is not None and loads[row] + lengths[i] > max_length:
+            rows.append([])
+            loads.append(0)
+            row = len(rows) - 1
         rows[row].append(int(i))
-        loads[row] += lengths[i]
-    return [np.asarray(row, dtype=np.int64) for row in rows]
+        loads[row] += int(lengths[i])
+    return [np.asarray(row, dtype=np.int64) for row in rows if row]

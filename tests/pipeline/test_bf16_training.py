@@ -15,7 +15,7 @@ from spacy.training import Example
 import spacy_mlm
 from spacy_mlm.models.torch_shim import TorchShim
 
-STEPS = 4
+STEPS = 10
 NER_DATA = [
     ("Anna Berg works in Oslo.", [(0, 9, "PER"), (19, 23, "LOC")]),
     ("Peter Grant flew to Paris last week.", [(0, 11, "PER"), (20, 25, "LOC")]),
@@ -102,7 +102,9 @@ def test_bf16_follows_fp32_within_rounding(runs):
     (exact_nlp, exact, start), (fast_nlp, fast, fast_start) = by_precision["fp32"], by_precision["bf16"]
     assert exact != fast, "bf16 ran exactly as fp32: autocast did not run"
     np.testing.assert_allclose(fast, exact, rtol=0.03, err_msg=f"{task}: losses per step")
-    assert exact[-1] < exact[0] and fast[-1] < fast[0]
+    # it learns: with dropout on six examples a single step's loss is noisy, so the means of the
+    # first and the last three steps
+    assert np.mean(exact[-3:]) < np.mean(exact[:3]) and np.mean(fast[-3:]) < np.mean(fast[:3])
     exact_weights, fast_weights = weights(exact_nlp), weights(fast_nlp)
     for name, before in start.items():
         assert torch.equal(before, fast_start[name])  # the same starting point

@@ -9,6 +9,7 @@ from transformers import AutoTokenizer
 
 import spacy_mlm
 from spacy_mlm.models.attention import plain_attention
+from spacy_mlm.models.window_packing import packing_verified
 
 LABELS = ["entailment", "neutral", "contradiction"]
 PAIRS = [
@@ -46,10 +47,17 @@ class TypeIdsSeen:
         self.calls.append((kwargs["input_ids"].clone(), kwargs.get("token_type_ids"), kwargs["attention_mask"].clone()))
 
     def rows(self):
+        """(input ids, type ids) of each window: a row's real positions, or in a
+        packed training pass (a 3-d mask) each diagonal block of a row."""
         for ids, types, mask in self.calls:
             for row in range(len(ids)):
-                n = int(mask[row].sum())
-                yield ids[row, :n].tolist(), None if types is None else types[row, :n].tolist()
+                if mask.dim() == 2:
+                    blocks = [(0, int(mask[row].sum()))]
+                else:  # a window's positions attend to exactly its own positions
+                    starts = [i for i in range(mask.shape[1]) if mask[row, i, i] and (i == 0 or not mask[row, i, i - 1])]
+                    blocks = [(s, s + int(mask[row, s].sum())) for s in starts]
+                for start, end in blocks:
+                    yield ids[row, start:end].tolist(), None if types is None else types[row, start:end].tolist()
 
 
 def test_segment_ids_of_pairs_reach_the_model(pair_nlp, tiny_model_dir):
@@ -58,6 +66,7 @@ def test_segment_ids_of_pairs_reach_the_model(pair_nlp, tiny_model_dir):
     expected = {tuple(enc["input_ids"]): enc["token_type_ids"] for enc in (tokenizer(a, b) for a, b in PAIRS)}
     with plain_attention(hf_model):  # its probe, run once per model at the first training pass, is not recorded
         pass
+    assert packing_verified(hf_model)  # likewise window packing's: the training pass packs the pairs
     seen = TypeIdsSeen(hf_model)
     try:
         list(pair_nlp.pipe(spacy_mlm.make_pair_doc(pair_nlp, a, b) for a, b in PAIRS))  # prediction

@@ -77,19 +77,26 @@ def test_empty_and_bad_arguments():
         length_batches(np.ones((2, 2)), 10)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(1, 60), min_size=1, max_size=40), st.integers(1, 200))
-def test_packed_rows_hold_every_window_once_in_the_fewest_balanced_rows(lengths, row_length):
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=40), st.integers(1, 200),
+       st.one_of(st.none(), st.integers(1, 150)))
+def test_packed_rows_hold_every_window_once_in_balanced_rows_within_the_cap(lengths, row_length, cap):
     lengths = np.asarray(lengths)
-    rows = packed_rows(lengths, row_length)
+    rows = packed_rows(lengths, row_length, cap)
     assert sorted(np.concatenate(rows).tolist()) == list(range(len(lengths)))
-    assert len(rows) == min(len(lengths), -(-int(lengths.sum()) // row_length))
     loads = [int(lengths[row].sum()) for row in rows]
-    # longest-first into the least-loaded row: no row exceeds another by more than the
-    # window it took last, unless that row holds one window only (a long one)
+    fewest = min(len(lengths), -(-int(lengths.sum()) // row_length))
+    if cap is None:
+        assert len(rows) == fewest
+    else:  # a row goes over the cap only holding one window
+        assert len(rows) >= fewest and all(load <= cap or len(row) == 1 for row, load in zip(rows, loads))
+        assert all(row.size for row in rows)
     for row, load in zip(rows, loads):
-        assert len(row) == 1 or load - min(loads) <= int(lengths[row[-1]])
         assert list(lengths[row]) == sorted(lengths[row], reverse=True)
+        if cap is None:
+            # longest first into the least-loaded row: no row exceeds another by more than the
+            # window it took last, unless that row holds one window only (a long one)
+            assert len(row) == 1 or load - min(loads) <= int(lengths[row[-1]])
 
 
 def test_packed_rows_pad_little_on_sentence_lengths():
@@ -106,5 +113,7 @@ def test_packed_rows_refuse_bad_input():
     assert packed_rows(np.zeros(0, dtype=np.int64), 8) == []
     with pytest.raises(SettingError, match="row_length"):
         packed_rows(np.asarray([3, 4]), 0)
+    with pytest.raises(SettingError, match="max_length"):
+        packed_rows(np.asarray([3, 4]), 8, 0)
     with pytest.raises(DataError, match="one-dimensional"):
         packed_rows(np.zeros((2, 2)), 8)
