@@ -33,7 +33,6 @@ from ..errors import ModelLoadError, SettingError
 from ..engine.checkpoint import (
     check_same_run, flat_settings, restore_rng_state, resume_from, rng_state, save_checkpoint,
 )
-from ..engine.optimizer import adamw, warmup_linear
 from ..engine.process_group import ProcessGroup, launch_from_env, start_process_group
 from ..engine.trainer import Objective, Trainer, train
 from ..util.global_batch import summed_over_processes
@@ -145,10 +144,7 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
         check_same_run(resumed, lambda saved: run_differences(saved, run), force)
     modules = trained_modules(student, encoder, components)
     device = next(modules.parameters()).device
-    optimizer = adamw(modules.parameters(), section["optimizer"])
-    trainer = Trainer(modules, optimizer, warmup_linear(optimizer, section["optimizer"]["warmup_steps"],
-                                                        section["max_steps"]), section["optimizer"]["max_grad_norm"],
-                      group)
+    trainer = Trainer(modules, section["optimizer"], section["max_steps"], section["optimizer"]["max_grad_norm"], group)
     torch.manual_seed(section["seed"] + group.rank)
     if resumed is not None:
         trainer.load_state(resumed.state)

@@ -1,22 +1,22 @@
-"""The optimizer and schedule of every run the engine trains: AdamW without
-decay on biases and norms, warmup then a linear decline to zero.
+"""The optimizer settings and schedule of every run the engine trains: AdamW
+without decay on biases and norms, warmup then a linear decline to zero.
 
 `warmup_linear_rate` is also the schedule of `spacy train`'s configs
 (`training/schedules.py`, thinc's `warmup_linear.v1`) and equals Hugging
 Face's `get_linear_schedule_with_warmup`, which pretraining used before:
 the same numbers in the same float operations, so the rates are equal bit
-for bit and old checkpoints' scheduler states load.
+for bit.
 
-Why not `models/torch_stepper.TorchStepper`, the optimizer of our components
-in spaCy's loop: it follows a thinc optimizer (its rate from thinc's
-schedule, L2 on every weight, the clip riding on the fused step's
-`grad_scale`, which rounds otherwise), and its moments live in each module's
-shim. Pretraining's checkpoints hold this AdamW's state (two groups:
-decayed and not), so the runs it resumes, and its results, stay the same.
+The step itself is `models/torch_stepper.TorchStepper`'s, the optimizer of
+our components in spaCy's loop too (fused AdamW). `step_settings` asks it for
+what the engine's runs had when they stepped torch's AdamW under a LambdaLR:
+the rate as LambdaLR computes it (the initial rate times the schedule's factor),
+decay on matrices only, and the clip as `clip_grad_norm_` rounds it, so
+pretraining keeps its bits and resumes checkpoints written before.
 """
-from typing import Iterable
+from typing import Any, Dict
 
-import torch
+from ..models.torch_stepper import StepSettings
 
 
 def warmup_linear_rate(step: int, initial_rate: float, warmup_steps: int, total_steps: int) -> float:
@@ -27,20 +27,12 @@ def warmup_linear_rate(step: int, initial_rate: float, warmup_steps: int, total_
     return initial_rate * max(0.0, (total_steps - step) / max(1.0, total_steps - warmup_steps))
 
 
-def adamw(parameters: Iterable[torch.nn.Parameter], settings) -> torch.optim.AdamW:
-    """AdamW (fused: one pass over the weights where foreach makes ~6) over the
-    trainable `parameters`, `settings["weight_decay"]` on matrices only (not on
-    biases and norms); `settings`: learning_rate, beta1, beta2, eps, weight_decay."""
-    params = [p for p in parameters if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": settings["weight_decay"]},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=settings["learning_rate"], betas=(settings["beta1"], settings["beta2"]),
-                             eps=settings["eps"], fused=True)
-
-
-def warmup_linear(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int):
-    """The optimizer's rate times `warmup_linear_rate` at each step."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_linear_rate(step, 1.0, warmup_steps, total_steps))
+def step_settings(settings: Dict[str, Any], step: int, total_steps: int, max_grad_norm: float) -> StepSettings:
+    """The AdamW step `step` (from 0) of a run of `total_steps`; `settings`:
+    learning_rate, beta1, beta2, eps, weight_decay, warmup_steps."""
+    factor = warmup_linear_rate(step, 1.0, settings["warmup_steps"], total_steps)
+    return StepSettings(
+        learn_rate=settings["learning_rate"] * factor, betas=(settings["beta1"], settings["beta2"]),
+        eps=settings["eps"], weight_decay=settings["weight_decay"], grad_clip=max_grad_norm,
+        decay_vectors=False, clip_in_step=False,
+    )

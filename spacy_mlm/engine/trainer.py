@@ -6,9 +6,10 @@ step, the loss of one (its gradient is what trains), and what a checkpoint
 keeps of it beyond the model. Everything else is the `Trainer`'s, alike for
 all: gradients accumulated over the micro-batches, summed over the processes
 of a `torchrun` launch (`gradient_sync.GradientReducer`, the data-parallel
-mechanism of `spacy_mlm train`), the global norm clipped, one AdamW step and
-one step of the warmup-linear schedule (`optimizer.py`), and the optimizer
-and schedule states a checkpoint keeps (`checkpoint.py`).
+mechanism of `spacy_mlm train`), the global norm clipped and one AdamW step at
+the warmup-linear schedule's rate (`optimizer.py`), by the `TorchStepper` that
+steps our components in spaCy's loop, and the optimizer state and step a
+checkpoint keeps (`checkpoint.py`).
 
 Losses are sums over a micro-batch divided by counts over the whole step (all
 micro-batches, all processes), so the summed gradient is the one of the
@@ -22,7 +23,9 @@ from typing import Any, Callable, Dict, Iterable, List, Tuple
 
 import torch
 
+from ..models.torch_stepper import StepSettings, TorchStepper
 from .gradient_sync import GradientReducer
+from .optimizer import step_settings
 from .process_group import ProcessGroup, broadcast_parameters
 
 
@@ -53,43 +56,54 @@ class Objective:
 
 
 class Trainer:
-    """The weights of `model` stepped by `optimizer` and `schedule` (a torch
-    LR scheduler), the gradient's global norm clipped to `max_grad_norm`;
-    summed over the processes of `group` first (which start from the first
-    process's weights). Build it before freezing any weight that trains
-    later: the reducer sums the weights that train now."""
+    """The weights of `model` stepped by AdamW (`TorchStepper`) at the
+    warmup-linear rate of `settings` (learning_rate, beta1, beta2, eps,
+    weight_decay, warmup_steps; `optimizer.step_settings`) over `total_steps`,
+    the gradient's global norm clipped to `max_grad_norm`; summed over the
+    processes of `group` first (which start from the first process's
+    weights). Build it before freezing any weight that trains later: the
+    reducer sums, and the optimizer holds, the weights that train now."""
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedule, max_grad_norm: float,
+    def __init__(self, model: torch.nn.Module, settings: Dict[str, Any], total_steps: int, max_grad_norm: float,
                  group: ProcessGroup = ProcessGroup()):
-        self.model, self.optimizer, self.schedule, self.max_grad_norm = model, optimizer, schedule, max_grad_norm
+        self.model, self.settings, self.total_steps = model, settings, total_steps
+        self.max_grad_norm = max_grad_norm
+        self.stepper = TorchStepper()
+        self.stepper.start(model, self._step_settings(0), follows=self)
+        self.steps_done = 0
         self.reducer = None
         if group.world > 1:
             broadcast_parameters([model])  # every process starts from the first's weights
             self.reducer = GradientReducer([model], shared_memory=False)
 
+    def _step_settings(self, step: int) -> StepSettings:
+        return step_settings(self.settings, step, self.total_steps, self.max_grad_norm)
+
     @property
     def rate(self) -> float:
-        return self.schedule.get_last_lr()[0]
+        """The learning rate of the next step."""
+        return self._step_settings(self.steps_done).learn_rate
 
     def step(self, objective: Objective, step: int) -> List[Any]:
-        """Train one step; the reports of its micro-batches."""
+        """Train step `step` (counted from 0); the reports of its micro-batches."""
         if self.reducer is not None:
             self.reducer.begin()
         reports = [objective.backward(batch) for batch in objective.batches(step)]
         if self.reducer is not None:
             self.reducer.finish()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
-        self.optimizer.step()
-        self.schedule.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.stepper.step_with(self.model, self._step_settings(step), follows=self)
+        self.steps_done = step + 1
         return reports
 
     def state(self) -> Dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.schedule.state_dict()}
+        return {"optimizer": self.stepper.state_dict(), "scheduler": {"last_epoch": self.steps_done}}
 
     def load_state(self, state: Dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.schedule.load_state_dict(state["scheduler"])
+        """Restore `state()`, or a checkpoint of torch's AdamW and LambdaLR
+        (before the engine stepped with `TorchStepper`): the same param
+        groups and moments, and the schedule's step count."""
+        self.stepper.load_state_dict(state["optimizer"])
+        self.steps_done = int(state["scheduler"]["last_epoch"])
 
     def close(self) -> None:
         if self.reducer is not None:

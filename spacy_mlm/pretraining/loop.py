@@ -22,7 +22,6 @@ import torch
 from thinc.api import Config
 
 from ..engine.checkpoint import check_same_run, restore_rng_state, resume_from, rng_state, save_checkpoint
-from ..engine.optimizer import adamw, warmup_linear
 from ..engine.process_group import ProcessGroup, join_launch
 from ..engine.trainer import Objective, Trainer, train
 from ..errors import SpacyMlmError
@@ -331,10 +330,9 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
     if batch_size % (dist.world * accum):
         raise SpacyMlmError(f"batch_size {batch_size} is not divisible by processes x accumulation ({dist.world} x {accum})")
     micro = batch_size // (dist.world * accum)
-    optimizer = adamw(model.parameters(), cfg["optimizer"])
-    # built before the encoder is frozen for head_only_steps: the reducer sums what trains later too
-    trainer = Trainer(model, optimizer, warmup_linear(optimizer, cfg["optimizer"]["warmup_steps"], cfg["max_steps"]),
-                      cfg["optimizer"]["max_grad_norm"], dist)
+    # built before the encoder is frozen for head_only_steps: the reducer sums, and the optimizer
+    # holds, what trains later too
+    trainer = Trainer(model, cfg["optimizer"], cfg["max_steps"], cfg["optimizer"]["max_grad_norm"], dist)
     objective = PretrainingObjective(model, stream, masking, mlm.tokenizer, cfg, dist, device, micro)
     eval_batches = evaluation_batches(dev_examples, mlm.tokenizer, masking, micro, cfg["eval_sequences"], model)
     step, history = 0, []

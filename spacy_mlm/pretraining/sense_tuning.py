@@ -39,7 +39,6 @@ from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import torch
 
-from ..engine.optimizer import adamw, warmup_linear
 from ..engine.trainer import Objective, Trainer, train
 from ..errors import SpacyMlmError
 from ..models.hf import load_backbone
@@ -294,9 +293,9 @@ def sense_tune(model_dir: Path, raw_text: Sequence[Path], output_dir: Path,
         n_sentences = len(encoded)
     logger.info("sense tuning on %d sentences, %d steps of %d", n_sentences, settings.steps, settings.batch_size)
     model.train()
-    optimizer = adamw(model.parameters(), {"learning_rate": settings.learn_rate, "beta1": 0.9, "beta2": 0.999,
-                                           "eps": 1e-8, "weight_decay": settings.weight_decay})
-    trainer = Trainer(model, optimizer, warmup_linear(optimizer, settings.warmup_steps, settings.steps), 1.0)
+    optimizer = {"learning_rate": settings.learn_rate, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
+                 "weight_decay": settings.weight_decay, "warmup_steps": settings.warmup_steps}
+    trainer = Trainer(model, optimizer, settings.steps, 1.0)
     losses: List[float] = []
     start = time.time()
 

@@ -67,28 +67,72 @@ def test_pretraining_as_the_old_loop(tmp_path, corpus_file, tiny_model_dir, case
 
 
 
-def test_the_schedule_is_hugging_faces_and_reads_its_checkpointed_state():
-    """The engine's warmup-linear rates equal transformers' (the old loop's) bit
-    for bit, and a scheduler state the old loop checkpointed loads."""
+def test_the_engine_steps_as_torchs_adamw_under_hugging_faces_schedule_and_resumes_its_checkpoints():
+    """The engine's step (TorchStepper at the warmup-linear rate, decay on
+    matrices only, the clip as clip_grad_norm_ rounds it) gives what the old
+    loop's fused AdamW under transformers' schedule gave, bit for bit, with
+    the clip active and not; and a checkpoint that loop wrote (AdamW's and
+    LambdaLR's state dicts) resumes into the same next steps."""
+    import copy
+
     import torch
     from transformers import get_linear_schedule_with_warmup
 
-    from spacy_mlm.engine.optimizer import warmup_linear
+    from spacy_mlm.engine.trainer import Objective, Trainer
 
-    def rates(make, steps=12, load=None):
-        optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=3e-4)
-        schedule = make(optimizer)
-        if load is not None:
-            schedule.load_state_dict(load)
-        out = []
-        for _ in range(steps):
-            out.append(schedule.get_last_lr()[0])
-            optimizer.step()
+    settings = {"learning_rate": 3e-3, "beta1": 0.9, "beta2": 0.98, "eps": 1e-6, "weight_decay": 0.01,
+                "warmup_steps": 3}
+
+    def module():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.LayerNorm(5), torch.nn.Linear(5, 2))
+
+    class Squares(Objective):  # gradients large enough at some steps for the clip to act
+        def __init__(self, model):
+            self.model = model
+
+        def batches(self, step):
+            return [torch.randn(4, 6, generator=torch.Generator().manual_seed(step)) * (1 + 3 * (step % 2))]
+
+        def loss(self, batch):
+            return self.model(batch).pow(2).sum(), None
+
+    def old_loop(model, steps, state=None):
+        params = [p for p in model.parameters() if p.requires_grad]
+        adamw = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.01},
+                                   {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
+                                  lr=3e-3, betas=(0.9, 0.98), eps=1e-6, fused=True)
+        schedule = get_linear_schedule_with_warmup(adamw, 3, 10)
+        if state is not None:
+            adamw.load_state_dict(state["optimizer"])
+            schedule.load_state_dict(state["scheduler"])
+        objective = Squares(model)
+        for step in steps:
+            objective.backward(objective.batches(step)[0])
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            adamw.step()
             schedule.step()
-        return out, schedule.state_dict()
+            adamw.zero_grad(set_to_none=True)
+        return {"optimizer": adamw.state_dict(), "scheduler": schedule.state_dict()}
 
-    theirs, state = rates(lambda o: get_linear_schedule_with_warmup(o, 3, 10), steps=5)
-    ours, _ = rates(lambda o: warmup_linear(o, 3, 10), steps=5)
-    assert ours == theirs and theirs[0] == 0.0 and theirs[3] == 3e-4
-    resumed, _ = rates(lambda o: warmup_linear(o, 3, 10), steps=6, load=state)
-    assert resumed == rates(lambda o: get_linear_schedule_with_warmup(o, 3, 10), steps=11)[0][5:]
+    old, new = module(), module()
+    old_state = old_loop(old, range(4))
+    trainer = Trainer(new, settings, 10, 1.0)
+    rates = []
+    for step in range(4):
+        rates.append(trainer.rate)
+        trainer.step(Squares(new), step)
+    assert rates == [0.0, 1e-3, 2e-3, 3e-3]
+    for a, b in zip(old.parameters(), new.parameters()):
+        assert torch.equal(a, b)
+    # the old loop's checkpoint, resumed by the engine, against the old loop going on (a copy:
+    # a loaded state dict shares its tensors with the optimizer, which steps them in place)
+    saved = copy.deepcopy(old_state)
+    old_loop(old, range(4, 8), old_state)
+    resumed = Trainer(new, settings, 10, 1.0)
+    resumed.load_state(saved)
+    assert resumed.rate == 3e-3 * (6 / 7)
+    for step in range(4, 8):
+        resumed.step(Squares(new), step)
+    for a, b in zip(old.parameters(), new.parameters()):
+        assert torch.equal(a, b)
