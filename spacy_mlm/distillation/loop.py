@@ -173,8 +173,9 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
             logger.info("step %d %s", step, " ".join(f"{k}={v:.4g}" for k, v in history[-1].items() if k != "step"))
         if (section["checkpoint_every"] and step % section["checkpoint_every"] == 0) or step == section["max_steps"]:
             rng = group.gather(rng_state(device)) if group.world > 1 else rng_state(device)
+            trained = trainer.state()  # a collective where the processes share the weights
             if group.main:
-                state = {**trainer.state(), "rng": rng, "step": step, "history": history}
+                state = {**trained, "rng": rng, "step": step, "history": history}
                 save_checkpoint(ckpt_root, step, student.to_disk, state, section["keep_checkpoints"], run)
                 atomic_write_text(output_dir / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in history))
             group.barrier()

@@ -181,6 +181,7 @@ class GradientReducer:
         for param in self._dense:
             offsets.append(offsets[-1] + param.numel())
         self._owned_first, self._owned_last = first, last
+        self._owner = {id(p): rank for rank, (lo, hi) in enumerate(ranges) for p in self._dense[lo:hi]}
         self._owned = self._dense[first:last]
         self._owned_span = (offsets[first], offsets[last])
         self._owned_grads = torch.empty(offsets[last] - offsets[first], dtype=self._dense[0].dtype)
@@ -200,6 +201,12 @@ class GradientReducer:
             self._shared.wait_for_everyone()
             for param, offset in zip(self._dense, offsets):
                 param.data = self._shared.weights[offset : offset + param.numel()].view_as(param)
+
+    def owner(self, param: torch.nn.Parameter) -> Optional[int]:
+        """The process that alone steps `param` (its weights in shared memory),
+        or None where every process steps it (without shared memory, and the
+        embedding matrices summed by rows)."""
+        return None if self._shared is None else self._owner.get(id(param))
 
     @property
     def shared_memory(self) -> bool:

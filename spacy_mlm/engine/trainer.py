@@ -13,20 +13,27 @@ checkpoint keeps (`checkpoint.py`).
 
 Losses are sums over a micro-batch divided by counts over the whole step (all
 micro-batches, all processes), so the summed gradient is the one of the
-whole batch in one process, however the batch is split. The reducer sums
-through collectives, not shared memory: through shared memory each process
-would step only its own part of the weights and hold only its part of the
-optimizer's moments (ZeRO stage 1), which a checkpoint would first have to
-gather, and the clip would need the whole gradient's norm from the others.
+whole batch in one process, however the batch is split. Where every process
+runs on this machine's CPU the reducer sums through shared memory, as for
+`spacy_mlm train`: each process then steps only its own part of the weights
+(in the shared copy every process reads), clipped by the whole gradient's
+norm the reducer gives, and holds only its part of the optimizer's moments
+(ZeRO stage 1), which `Trainer.state` gathers for a checkpoint, so that a
+checkpoint resumes in any number of processes.
 """
 from typing import Any, Callable, Dict, Iterable, List, Tuple
 
+import logging
+
 import torch
+import torch.distributed as dist
 
 from ..models.torch_stepper import StepSettings, TorchStepper
 from .gradient_sync import GradientReducer
 from .optimizer import step_settings
 from .process_group import ProcessGroup, broadcast_parameters
+
+logger = logging.getLogger(__name__)
 
 
 class Objective:
@@ -61,11 +68,12 @@ class Trainer:
     weight_decay, warmup_steps; `optimizer.step_settings`) over `total_steps`,
     the gradient's global norm clipped to `max_grad_norm`; summed over the
     processes of `group` first (which start from the first process's
-    weights). Build it before freezing any weight that trains later: the
+    weights), through shared memory where `shared_memory` and every process
+    can map it. Build it before freezing any weight that trains later: the
     reducer sums, and the optimizer holds, the weights that train now."""
 
     def __init__(self, model: torch.nn.Module, settings: Dict[str, Any], total_steps: int, max_grad_norm: float,
-                 group: ProcessGroup = ProcessGroup()):
+                 group: ProcessGroup = ProcessGroup(), shared_memory: bool = True):
         self.model, self.settings, self.total_steps = model, settings, total_steps
         self.max_grad_norm = max_grad_norm
         self.stepper = TorchStepper()
@@ -74,7 +82,10 @@ class Trainer:
         self.reducer = None
         if group.world > 1:
             broadcast_parameters([model])  # every process starts from the first's weights
-            self.reducer = GradientReducer([model], shared_memory=False)
+            self.reducer = GradientReducer([model], shared_memory=shared_memory)
+            if group.main:
+                logger.info("Summing the gradients of %d processes %s", group.world, "through shared memory"
+                            if self.reducer.shared_memory else f"with {dist.get_backend()} collectives")
 
     def _step_settings(self, step: int) -> StepSettings:
         return step_settings(self.settings, step, self.total_steps, self.max_grad_norm)
@@ -92,17 +103,36 @@ class Trainer:
         if self.reducer is not None:
             self.reducer.finish()
         self.stepper.step_with(self.model, self._step_settings(step), follows=self)
+        if self.reducer is not None:
+            self.reducer.share_weights()  # nothing reads a weight before its owner has stepped it
         self.steps_done = step + 1
         return reports
 
     def state(self) -> Dict[str, Any]:
-        return {"optimizer": self.stepper.state_dict(), "scheduler": {"last_epoch": self.steps_done}}
+        """The optimizer's state and the step count, for a checkpoint. With the
+        weights in shared memory a collective (every process calls it): each
+        weight's moments come from the process that steps it."""
+        optimizer = self.stepper.state_dict()
+        if self.reducer is not None and self.reducer.shared_memory:
+            rank = dist.get_rank()
+            params = self.stepper.parameters()
+            mine = {i: value for i, value in optimizer["state"].items()
+                    if self.reducer.owner(params[i]) == rank or (self.reducer.owner(params[i]) is None and rank == 0)}
+            everyone = [None] * dist.get_world_size()
+            dist.all_gather_object(everyone, mine)
+            optimizer = {**optimizer, "state": dict(sorted(kv for part in everyone for kv in part.items()))}
+        return {"optimizer": optimizer, "scheduler": {"last_epoch": self.steps_done}}
 
     def load_state(self, state: Dict[str, Any]) -> None:
-        """Restore `state()`, or a checkpoint of torch's AdamW and LambdaLR
-        (before the engine stepped with `TorchStepper`): the same param
-        groups and moments, and the schedule's step count."""
+        """Restore `state()` (written by any number of processes), or a
+        checkpoint of torch's AdamW and LambdaLR (before the engine stepped
+        with `TorchStepper`): the same param groups and moments, and the
+        schedule's step count. With the weights in shared memory a process
+        keeps the moments of the weights it steps."""
         self.stepper.load_state_dict(state["optimizer"])
+        if self.reducer is not None and self.reducer.shared_memory:
+            rank = dist.get_rank()
+            self.stepper.forget([p for p in self.stepper.parameters() if self.reducer.owner(p) not in (None, rank)])
         self.steps_done = int(state["scheduler"]["last_epoch"])
 
     def close(self) -> None:

@@ -202,6 +202,15 @@ class TorchStepper:
         """Restore `state_dict()` into the state `start` made."""
         self._torch.load_state_dict(state)
 
+    def parameters(self) -> List[torch.nn.Parameter]:
+        """The parameters stepped, in the order `state_dict()` numbers them."""
+        return [p for group in self._torch.param_groups for p in group["params"]]
+
+    def forget(self, params: Sequence[torch.nn.Parameter]) -> None:
+        """Drop the moments of `params` (stepped by another process from here on)."""
+        for param in params:
+            self._torch.state.pop(param, None)
+
     def _row_gradients(self, module: torch.nn.Module, params: List[torch.nn.Parameter], decoupled: bool):
         """(parameter, rows, their gradients) of each embedding matrix stepped
         by rows, whose gradient is taken off it (the torch optimizer skips it);

@@ -357,8 +357,9 @@ def pretrain(config: Config, output_dir, resume: bool = False, quiet: bool = Fal
 
     def checkpoint(step: int) -> None:
         rng = dist.gather(rng_state(device))
+        trained = trainer.state()  # a collective where the processes share the weights
         if dist.main:
-            state = {**trainer.state(), "rng": rng, **objective.state(), "step": step,
+            state = {**trained, "rng": rng, **objective.state(), "step": step,
                      "examples_seen": step * batch_size, "history": history}
             save_checkpoint(output_dir / "checkpoints", step, partial(save_mlm_model, mlm), state,
                             cfg["keep_checkpoints"], run)

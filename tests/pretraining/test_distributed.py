@@ -1,5 +1,5 @@
-"""The same run in 2 processes (torchrun, the engine's gradient reducer over gloo
-on CPU) and in 1 process with the same effective batch follows the same loss
+"""The same run in 2 processes (torchrun, the engine's gradient reducer through
+shared memory on CPU) and in 1 process with the same effective batch follows the same loss
 trajectory, and the one the old loop (torch DDP) followed."""
 import os
 import subprocess
@@ -7,7 +7,9 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
+from spacy_mlm.engine.checkpoint import latest_checkpoint, load_training_state
 from spacy_mlm.pretraining.config import load_pretraining_config
 from spacy_mlm.pretraining.loop import pretrain
 
@@ -20,7 +22,7 @@ def test_two_processes_match_one(tmp_path, corpus_file, still_model_dir, head_on
     """Also with head_only_steps, whose frozen encoder the reducer must not wait for."""
     settings = tiny_overrides(corpus_file, still_model_dir, **{
         "pretraining.max_steps": 5, "pretraining.eval_every": 5, "pretraining.checkpoint_every": 0,
-        "pretraining.head_only_steps": head_only_steps})
+        "pretraining.head_only_steps": head_only_steps})  # a checkpoint at the last step all the same
     pretrain(load_pretraining_config(None, settings), tmp_path / "single")
     (tmp_path / "c.cfg").write_text("[pretraining]\n")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -32,6 +34,18 @@ def test_two_processes_match_one(tmp_path, corpus_file, still_model_dir, head_on
     np.testing.assert_allclose([r.get("loss", 0) for r in ddp], [r.get("loss", 0) for r in single], rtol=1e-4)
     np.testing.assert_allclose(ddp[-1]["eval_loss"], single[-1]["eval_loss"], rtol=1e-4)
     assert single[-1]["loss"] != single[1]["loss"]  # it did train
+    # each process stepped its own part of the weights (shared memory) and held its part of the
+    # moments: the checkpoint gathered them all, the one-process run's to rounding
+    assert "Summing the gradients of 2 processes through shared memory" in done.stderr
+    one, two = (load_training_state(latest_checkpoint(tmp_path / run / "checkpoints"))["optimizer"]["state"]
+                for run in ("single", "ddp"))
+    assert one.keys() == two.keys() and len(one) > 10
+    for key in ("exp_avg", "exp_avg_sq"):
+        # at the scale of all the moments: a key bias's gradient is rounding noise (zero in exact
+        # arithmetic), its moments too
+        scale = max(float(moments[key].abs().max()) for moments in one.values())
+        for index, moments in one.items():
+            assert torch.allclose(two[index][key], moments[key], rtol=1e-3, atol=1e-5 * scale), (index, key)
     if head_only_steps == 2:
         losses, eval_loss, sums = RECORDED_TWO_PROCESSES
         assert_recorded(tmp_path / "ddp", [[x] for x in losses], eval_loss, sums)
