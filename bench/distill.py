@@ -24,7 +24,9 @@ CPU user picks instead, every system in one run (issue 51).
                   teacher's layers, keep_every 1) over every CoNLL train sentence without its
                   label and the gold loss on the teachers' sentences, --ensemble-steps x
                   --distill-batch, once per seed of --ensemble-student-seeds: dev F1 of each
-                  teacher and student, their means and spreads (sample standard deviations)
+                  teacher and student, their means and spreads (sample standard deviations);
+                  and the control, the same student (the first student seed) distilled from
+                  the first teacher alone: what more text gives without the ensemble
   sst2_teacher    SST-2 with mlm_textcat (the factories' defaults, trained as
                   bench/inference_speed.py trains its textcat: --sst2-train-size texts x
                   --epochs, peak lr 1e-4)
@@ -220,11 +222,15 @@ def ensemble_line(args, sentences, dev_docs, teacher: Path, gold: Path, results)
     texts.write_text("\n".join(conll) + "\n", encoding="utf8")
     students = [distill_student(args, teachers, texts, gold, 1, out / f"student_6l_seed{seed}",
                                 steps=args.ensemble_steps, seed=seed) for seed in args.ensemble_student_seeds]
+    # the control: the same student distilled from the first teacher alone (what the ensemble adds)
+    single = distill_student(args, teachers[0], texts, gold, 1, out / "student_6l_one_teacher",
+                             steps=args.ensemble_steps, seed=args.ensemble_student_seeds[0])
     if args.no_score:
         return
     f1 = {}
     for name, path in [*((f"teacher_seed{s}", t) for s, t in zip(args.ensemble_seeds, teachers)),
-                       *((f"student_6l_seed{s}", p) for s, p in zip(args.ensemble_student_seeds, students))]:
+                       *((f"student_6l_seed{s}", p) for s, p in zip(args.ensemble_student_seeds, students)),
+                       ("student_6l_one_teacher", single)]:
         f1[name] = score(spacy.load(path), dev_docs, 1)[0]
         print(f"ensemble {name:<18} dev F1 {100 * f1[name]:6.2f}", flush=True)
     teacher_f1 = [f1[f"teacher_seed{s}"] for s in args.ensemble_seeds]
@@ -236,6 +242,7 @@ def ensemble_line(args, sentences, dev_docs, teacher: Path, gold: Path, results)
         "student_6l_f1_spread": statistics.stdev(student_f1) if len(student_f1) > 1 else 0.0,
         # the issue's test: every student above the teachers' mean by more than their spread
         "student_6l_min_margin_over_spread": (min(student_f1) - statistics.mean(teacher_f1)) / spread if spread else None,
+        "student_6l_one_teacher_f1": f1["student_6l_one_teacher"],
     }
 
 
