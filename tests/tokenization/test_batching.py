@@ -104,6 +104,9 @@ def test_packed_rows_pad_little_on_sentence_lengths():
     MiniLM's pieces) pad a third of their positions in length groups; packed
     rows of 128 pad a few percent."""
     lengths = np.asarray([15, 9, 44, 23, 12, 31, 7, 19, 26, 11, 38, 14, 5, 21, 17, 29])
+    groups = length_batches(lengths, 16384)
+    grouped = sum(len(group) * int(lengths[group].max()) for group in groups)
+    assert len(groups) >= 2 and grouped >= 1.4 * lengths.sum()  # a third of the positions padding
     rows = packed_rows(lengths, 128)
     padded = len(rows) * max(int(lengths[row].sum()) for row in rows)
     assert len(rows) == 3 and padded <= 1.05 * lengths.sum()
