@@ -21,9 +21,8 @@ norm the reducer gives, and holds only its part of the optimizer's moments
 (ZeRO stage 1), which `Trainer.state` gathers for a checkpoint, so that a
 checkpoint resumes in any number of processes.
 """
-from typing import Any, Callable, Dict, Iterable, List, Tuple
-
 import logging
+from typing import Any, Callable, Dict, Iterable, List, Tuple
 
 import torch
 import torch.distributed as dist
