@@ -83,13 +83,15 @@ def train_teacher(args, sentences, out: Path, seed: int = None) -> Path:
     return out
 
 
-def write_texts(args, out: Path) -> Path:
-    """CoNLL train sentences (text only) and WikiText-2 paragraphs, one a line."""
+def write_texts(args, out: Path, with_wiki: bool = True) -> Path:
+    """CoNLL train sentences (text only) and (`with_wiki`) WikiText-2 paragraphs, one a line."""
     vocab = spacy.blank("en").vocab
     conll = [doc.text for doc in ner.load_sentences(args.train, vocab, args.n_conll_texts, args.seed)]
-    files = sorted(Path(args.wiki).glob("*.txt")) if Path(args.wiki).is_dir() else [Path(args.wiki)]
-    wiki = [paragraph for file in files for paragraph in read_paragraphs(file)]
-    wiki = wiki[: args.n_wiki] if args.n_wiki else wiki
+    wiki = []
+    if with_wiki:
+        files = sorted(Path(args.wiki).glob("*.txt")) if Path(args.wiki).is_dir() else [Path(args.wiki)]
+        wiki = [paragraph for file in files for paragraph in read_paragraphs(file)]
+        wiki = wiki[: args.n_wiki] if args.n_wiki else wiki
     out.write_text("\n".join(conll + wiki) + "\n", encoding="utf8")
     print(f"unlabelled text: {len(conll)} CoNLL sentences + {len(wiki)} WikiText-2 paragraphs", flush=True)
     return out
@@ -217,9 +219,7 @@ def ensemble_line(args, sentences, dev_docs, teacher: Path, gold: Path, results)
         if path != teacher and not (args.reuse and (path / "meta.json").exists()):
             train_teacher(args, sentences, path, seed)
         teachers.append(path)
-    texts = out / "texts.txt"
-    conll = [doc.text for doc in ner.load_sentences(args.train, spacy.blank("en").vocab, args.n_conll_texts, args.seed)]
-    texts.write_text("\n".join(conll) + "\n", encoding="utf8")
+    texts = write_texts(args, out / "texts.txt", with_wiki=False)
     students = [distill_student(args, teachers, texts, gold, 1, out / f"student_6l_seed{seed}",
                                 steps=args.ensemble_steps, seed=seed) for seed in args.ensemble_student_seeds]
     # the control: the same student distilled from the first teacher alone (what the ensemble adds)

@@ -21,7 +21,7 @@ import contextlib
 import inspect
 import logging
 import weakref
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -49,7 +49,7 @@ def position_offset(model: nn.Module) -> int:
 def pass_inputs(
     rows: Sequence[Sequence[int]], windows: Sequence, lengths: np.ndarray, pad_id: int, *, packed: bool,
     offset: int = 0,
-) -> Tuple[Dict[str, np.ndarray], List[Tuple[int, int]]]:
+) -> Tuple[Dict[str, np.ndarray], Dict[int, Tuple[int, int]]]:
     """The arrays of one forward pass over `rows` (each a list of window
     indices) and where each window lands, {window: (row, first position)}.
     Unpacked (one window a row): input_ids, token_type_ids and a 2-d

@@ -11,7 +11,8 @@ grouping of this cost uses contiguous runs of the sorted order). The default,
 2-core CPU.
 
 A training batch is a few random sentences, too few to group without padding
-(a third of the positions of 16 CoNLL sentences in 2.5 passes). There
+(tests/tokenization/test_batching.py has 16 sentence lengths that pad a third
+of their positions in length groups). There
 `packed_rows` puts several windows into one row instead, side by side, each
 attending only to itself (`models/window_packing.py`): one pass, and a row pads only
 to the longest row, which balanced rows keep close to the mean.
@@ -64,8 +65,9 @@ def packed_rows(lengths: np.ndarray, row_length: int, max_length: int = None) ->
     each, and each window, longest first, into the row holding the least so
     far (longest-processing-time scheduling), or a new row where that one
     would go over `max_length`. The rows then pad little to the longest of
-    them: with many short windows the loads differ by less than the shortest
-    window's length. Each row lists its windows longest first."""
+    them: a row holding more than one window exceeds the least-loaded one by
+    no more than the last window it took, and with many short windows that
+    is a short one. Each row lists its windows longest first."""
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.ndim != 1:
         raise DataError(f"lengths must be one-dimensional, got shape {lengths.shape}")
