@@ -168,12 +168,58 @@ def _steps(emissions, mask, transitions, lo: int, hi: int) -> torch.Tensor:
     return torch.where(mask[:, lo + 1 : hi + 1, None, None], steps, _identity(K, steps))
 
 
+def _probability_chains(emissions, mask, start, transitions, end):
+    """`_forward_backward` one position after another, as products of
+    probabilities: a step's matrix exp(transitions + emissions_t) is the
+    product of exp(transitions), shared by every row and position, and the
+    diagonal of exp(emissions_t), so a step is one (B, K) x (K, K) matrix
+    product and a scaling (to a maximum of 1), where the log-domain step
+    reduces a (B, K, K) tensor by logsumexp, and no (B, T, K, K) tensor is
+    built. For a batch of sentences this is most of a CRF's decoding time.
+
+    In float64, ratios down to e^-708 within a state or a step are kept; what
+    is smaller counts as no path, as a forbidden move does (the log is floored
+    at `FORBIDDEN`, so that no -inf reaches the marginals). If every entry of a
+    state underflows (scores spanning more than float64 can scale), None: the
+    caller runs the log-domain recursion."""
+    B, T, K = emissions.shape
+    em = emissions.double()
+    weights = torch.exp(em - em.amax(dim=-1, keepdim=True))
+    moves = torch.exp(transitions.double() - transitions.double().amax())
+    real = mask.unsqueeze(2)
+    first = start.double() + em[:, 0]
+    alpha = torch.exp(first - first.amax(dim=-1, keepdim=True))
+    alphas = [alpha]
+    for t in range(1, T):
+        step = (alpha @ moves) * weights[:, t]
+        alpha = torch.where(real[:, t], step / step.amax(dim=-1, keepdim=True), alpha)
+        alphas.append(alpha)
+    # at padding beta stays at the end scores, up to each row's last real position
+    beta = torch.exp(end.double() - end.double().amax()).expand(B, K)
+    betas = [beta]
+    for t in range(T - 2, -1, -1):
+        step = (beta * weights[:, t + 1]) @ moves.T
+        beta = torch.where(real[:, t + 1], step / step.amax(dim=-1, keepdim=True), beta)
+        betas.append(beta)
+    if bool(torch.isnan(alpha).any() | torch.isnan(beta).any()):  # 0 / 0 spreads through every later step
+        return None
+    return tuple(torch.log(torch.stack(x, dim=1)).clamp(min=FORBIDDEN).to(emissions.dtype)
+                 for x in (alphas, betas[::-1]))
+
+
 def _forward_backward(emissions, mask, start, transitions, end):
     """alpha ``(B, T, K)`` (log-sum of the paths up to t, ending in each tag) and
     beta ``(B, T, K)`` (of the paths after t, from each tag), each position
-    shifted by a constant of its own (see `_chain`)."""
+    shifted by a constant of its own (see `_chain`). Up to
+    `SEQUENTIAL_MAX_STEPS` steps as products of probabilities
+    (`_probability_chains`); longer chains, or scores beyond its range, in the
+    log domain."""
     B, T, _ = emissions.shape
     n = T - 1
+    if n <= SEQUENTIAL_MAX_STEPS:
+        chains = _probability_chains(emissions, mask, start, transitions, end)
+        if chains is not None:
+            return chains
 
     def forward(lo, hi):
         return _steps(emissions, mask, transitions, lo, hi)
@@ -238,8 +284,10 @@ def crf_scaled_forward_backward(emissions, mask, start, transitions, end):
     them is float64, since c itself grows with the length."""
     alphas, betas = (x.double() for x in _forward_backward(emissions, mask, start, transitions, end))
     emissions, start, transitions, end = (x.double() for x in (emissions, start, transitions, end))
-    alpha_hat = torch.log_softmax(alphas, dim=-1)
-    beta_hat = torch.log_softmax(alphas + betas, dim=-1) - alpha_hat
+    # x - logsumexp(x): torch's log_softmax over a short last axis takes about twice as long
+    alpha_hat = alphas - torch.logsumexp(alphas, dim=-1, keepdim=True)
+    log_marginals = alphas + betas
+    beta_hat = log_marginals - torch.logsumexp(log_marginals, dim=-1, keepdim=True) - alpha_hat
     # c_t - c_{t-1}: the log-sum of one step from the normalised alpha_{t-1}
     steps = torch.logsumexp(log_matmul(alpha_hat[:, :-1], transitions) + emissions[:, 1:], dim=-1)
     first = torch.logsumexp(start + emissions[:, 0], dim=-1, keepdim=True)
@@ -250,28 +298,58 @@ def crf_scaled_forward_backward(emissions, mask, start, transitions, end):
     return alpha_hat, beta_hat, scale, log_z
 
 
+def _viterbi_steps(emissions, start, transitions):
+    """The best score of a path ending in each tag at each position
+    ``(B, T, K)`` and the back-pointers ``(B, T - 1, K)`` ([b, t, j]: the best
+    tag at t before tag j at t + 1), one position after another, the pointers
+    taken with the maxima. In float64, so that the scores need no shifting over
+    `SEQUENTIAL_MAX_STEPS` positions. Past a row's last real position the
+    values are of no use (the path is read back from that position)."""
+    em = emissions.double()
+    moves = transitions.double().T.unsqueeze(0)  # [j, i]: tag i, then tag j
+    best = start.double() + em[:, 0]
+    scores, pointers = [best], [em.new_zeros((em.shape[0], 0, em.shape[2]), dtype=torch.long)]
+    for t in range(1, em.shape[1]):
+        values, previous = (best.unsqueeze(1) + moves).max(dim=-1)
+        best = values + em[:, t]
+        scores.append(best)
+        pointers.append(previous.unsqueeze(1))
+    return torch.stack(scores, dim=1), torch.cat(pointers, dim=1)
+
+
+def _chained_viterbi(emissions, mask, start, transitions):
+    """`_viterbi_steps` for long chains: the scores by `_chain` in the max-plus
+    semiring, then every back-pointer from them, a block of positions at a
+    time (over the last axis: an argmax over an inner one is several times
+    slower)."""
+    B, T, K = emissions.shape
+    best = _chain(start + emissions[:, 0], T - 1, partial(_steps, emissions, mask, transitions), torch.amax)
+    block = max(1, STEP_BUDGET // (B * K * K))
+    pointers = [(best[:, lo : lo + block].unsqueeze(2) + transitions.T).argmax(dim=3)  # [b, t, j, i]
+                for lo in range(0, T - 1, block)]
+    return best, torch.cat(pointers, dim=1) if pointers else best.new_zeros((B, 0, K), dtype=torch.long)
+
+
 @torch.no_grad()
 def crf_viterbi(emissions, mask, start, transitions, end) -> List[List[int]]:
     """Best tag path per sequence, cut to its real length: the best score of a
-    path ending in each tag at each position (`_chain` in the max-plus
-    semiring), every back-pointer at once, then each path followed back on the
-    host from its last real position."""
-    B, T, K = emissions.shape
+    path ending in each tag at each position and the back-pointers
+    (`_viterbi_steps`, or `_chained_viterbi` past `SEQUENTIAL_MAX_STEPS`
+    steps), then each path followed back on the host from its last real
+    position (a pointer at a time in numpy: converting every pointer to a
+    Python int first costs several times more)."""
+    T = emissions.shape[1]
     lengths = mask.sum(dim=1).tolist()
-    best = _chain(start + emissions[:, 0], T - 1, partial(_steps, emissions, mask, transitions), torch.amax)
-    # pointers[b][t][j]: the best tag at t before tag j at t + 1 (a block of positions at a time)
-    pointers = [[] for _ in range(B)]
-    block = max(1, STEP_BUDGET // (B * K * K))
-    for lo in range(0, T - 1, block):
-        for row, part in zip(pointers, (best[:, lo : lo + block].unsqueeze(3) + transitions).argmax(dim=2).tolist()):
-            row.extend(part)
+    steps = _viterbi_steps if T - 1 <= SEQUENTIAL_MAX_STEPS else partial(_chained_viterbi, mask=mask)
+    best, pointers = steps(emissions, start=start, transitions=transitions)
     rows = torch.arange(len(lengths), device=best.device)
-    last = (best[rows, torch.tensor(lengths, device=best.device) - 1] + end).argmax(dim=1).tolist()
+    last = (best[rows, torch.tensor(lengths, device=best.device) - 1] + end.to(best.dtype)).argmax(dim=1).tolist()
+    pointers = pointers.cpu().numpy()
     paths = []
     for row, n, tag in zip(pointers, lengths, last):
         path = [tag]
         for t in range(n - 2, -1, -1):
-            tag = row[t][tag]
+            tag = int(row[t, tag])
             path.append(tag)
         paths.append(path[::-1])
     return paths

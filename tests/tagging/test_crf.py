@@ -6,7 +6,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_mlm.tagging.crf import apply_constraints, crf_log_partition, crf_marginals, crf_nll, crf_viterbi
+from spacy_mlm.tagging.crf import (
+    _probability_chains, apply_constraints, crf_log_partition, crf_marginals, crf_nll, crf_viterbi,
+)
 from spacy_mlm.tagging.schemes import is_valid_sequence, make_tag_labels, transition_constraints
 
 
@@ -161,6 +163,33 @@ def test_chunked_recursions_equal_the_step_by_step_ones(lengths, K, step_budget,
     for b, n in enumerate(lengths):
         expected_marginals, expected_path = sequential_reference(em[b, :n], start, trans, end)
         numpy.testing.assert_allclose(marginals[b, :n].numpy(), expected_marginals.numpy(), atol=1e-9)
+        assert float(marginals[b, n:].abs().sum()) == 0.0
+        assert paths[b] == expected_path
+
+
+@pytest.mark.parametrize("scale,in_range", [(3.0, True), (150.0, True), (2000.0, False)])
+def test_sentence_recursions_as_probabilities_and_their_log_domain_fallback(scale, in_range):
+    """Sentences run the forward-backward as products of probabilities in float64: float32 scores
+    spanning e^150 (past float32's exp) keep the float64 log-domain marginals; scores spanning
+    more than float64 can scale are refused by it and the log-domain recursion answers the same.
+    Padded rows and the scheme's forbidden moves included."""
+    labels = make_tag_labels(["PER", "ORG"], "BIO")
+    allowed = transition_constraints(labels, "BIO")
+    K, lengths = len(labels), [7, 3, 1, 6]
+    g = torch.Generator().manual_seed(int(scale))
+    B, T = len(lengths), max(lengths)
+    em = torch.randn(B, T, K, generator=g, dtype=torch.float64) * scale
+    start, trans, end = apply_constraints(
+        torch.randn(K, generator=g, dtype=torch.float64), torch.randn(K, K, generator=g, dtype=torch.float64),
+        torch.randn(K, generator=g, dtype=torch.float64),
+        *(torch.from_numpy(allowed[k]) for k in ("start", "transitions", "end")))
+    mask = torch.tensor([[t < n for t in range(T)] for n in lengths])
+    assert (_probability_chains(em, mask, start, trans, end) is not None) == in_range
+    marginals = crf_marginals(em.float(), mask, start.float(), trans.float(), end.float())
+    paths = crf_viterbi(em, mask, start, trans, end)
+    for b, n in enumerate(lengths):
+        expected_marginals, expected_path = sequential_reference(em[b, :n], start, trans, end)
+        numpy.testing.assert_allclose(marginals[b, :n].double().numpy(), expected_marginals.numpy(), atol=1e-5)
         assert float(marginals[b, n:].abs().sum()) == 0.0
         assert paths[b] == expected_path
 
