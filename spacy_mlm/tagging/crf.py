@@ -149,9 +149,10 @@ def _chain(first: torch.Tensor, n_steps: int, steps_of: Callable[[int, int], tor
 
 def _chain_steps(first: torch.Tensor, steps: torch.Tensor, reduce) -> torch.Tensor:
     """`_chain` one step after another: N products of a (B, K) state by a K x K
-    step. Sentences and short documents (N up to `SEQUENTIAL_MAX_STEPS`) take
-    this path: for them the chunks' K x K x K products cost far more than the
-    steps they save (the figures: docs/distillation.md)."""
+    step, in the log domain. Chains up to `SEQUENTIAL_MAX_STEPS` steps come
+    here when their scores are beyond `_probability_chains`' range (for them
+    the chunks' K x K x K products would cost more than the steps they save),
+    and the chunks of tag sets above `CHUNKED_MAX_TAGS`."""
     state = _shifted(first)
     states = [state]
     for t in range(steps.shape[1]):
