@@ -11,6 +11,7 @@ CPU user picks instead, every system in one run (issue 51).
                   valid and test splits, both read, not its train split), and the gold loss
                   on the teacher's own training sentences; --distill-steps x --distill-batch
   student_2l      the same with layers 2, 5 (keep_every 3)
+  student_1l      the same with the top layer alone (keep_every 6)
                   (the teacher's outputs are cached on disk from the first epoch over the texts on)
   *_int8          each of those through `spacy_mlm optimize --precision int8`
   spacy_trf       spacy-transformers on the same MiniLM + spaCy's transition-based ner,
@@ -69,7 +70,7 @@ from harness.common import BenchParser, Stopwatch, print_result, read_paragraphs
 from ner_conll import build_spacy_trf
 from spacy_mlm import doc_entities, score_entities
 
-STUDENTS = {"student_3l": 2, "student_2l": 3}  # name -> keep_every over MiniLM's 6 layers
+STUDENTS = {"student_3l": 2, "student_2l": 3, "student_1l": 6}  # name -> keep_every over MiniLM's 6 layers
 
 
 def train_teacher(args, sentences, out: Path, seed: int = None) -> Path:
@@ -277,7 +278,8 @@ def main():
     parser.add_argument("--cnn-epochs", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2, help="inference passes per system (the best counts)")
     parser.add_argument("--systems", default="teacher,teacher_int8,student_3l,student_3l_int8,student_2l,"
-                                             "student_2l_int8,spacy_trf,spacy_cnn,ensemble,sst2_teacher,sst2_student_3l")
+                                             "student_2l_int8,student_1l,student_1l_int8,spacy_trf,spacy_cnn,ensemble,"
+                                             "sst2_teacher,sst2_student_3l")
     parser.data_file("--sst2-train", "sst2/train.tsv")
     parser.data_file("--sst2-dev", "sst2/dev.tsv")
     parser.add_argument("--sst2-train-size", type=int, default=2000, help="SST-2 texts the teacher trains on")
