@@ -66,7 +66,9 @@ import spacy
 import torch
 
 from harness import ner
-from harness.common import BenchParser, Stopwatch, print_result, read_paragraphs, seed_everything
+from harness.common import (
+    BenchParser, Stopwatch, print_result, read_paragraphs, seed_everything, write_atomically, write_json,
+)
 from ner_conll import build_spacy_trf
 from spacy_mlm import doc_entities, score_entities
 
@@ -93,7 +95,7 @@ def write_texts(args, out: Path, with_wiki: bool = True) -> Path:
         files = sorted(Path(args.wiki).glob("*.txt")) if Path(args.wiki).is_dir() else [Path(args.wiki)]
         wiki = [paragraph for file in files for paragraph in read_paragraphs(file)]
         wiki = wiki[: args.n_wiki] if args.n_wiki else wiki
-    out.write_text("\n".join(conll + wiki) + "\n", encoding="utf8")
+    write_atomically(out, lambda tmp: tmp.write_text("\n".join(conll + wiki) + "\n", encoding="utf8"))
     print(f"unlabelled text: {len(conll)} CoNLL sentences + {len(wiki)} WikiText-2 paragraphs", flush=True)
     return out
 
@@ -180,12 +182,12 @@ def sst2_line(args, systems, results) -> None:
             doc = nlp.make_doc(text)
             doc.cats = {name: float(name == label) for name in labels}
             docs.append(doc)
-        DocBin(docs=docs, store_user_data=False).to_disk(gold)
+        write_atomically(gold, DocBin(docs=docs, store_user_data=False).to_disk)
         every = textcat.load_task("sst2", textcat.budget(model=args.model, train_size=0, sst2_train=args.sst2_train,
                                                          sst2_dev=args.sst2_dev), args.seed)[0]
         texts = out / "texts.txt"
         unlabelled = [text for text, _, _ in every][: args.sst2_texts or None]
-        texts.write_text("\n".join(unlabelled) + "\n", encoding="utf8")
+        write_atomically(texts, lambda tmp: tmp.write_text("\n".join(unlabelled) + "\n", encoding="utf8"))
         print(f"SST-2: {len(unlabelled)} unlabelled train sentences, {len(train_rows)} labelled", flush=True)
         pipelines["sst2_student_3l"] = distill_student(args, teacher, texts, gold, 2, out / "student_3l",
                                                        steps=args.sst2_distill_steps)
@@ -315,7 +317,7 @@ def main():
     pipelines, teacher = {}, None
     if any(not name.startswith("sst2_") for name in systems):  # the NER line and the ensemble
         gold = args.out / "teacher_train.spacy"
-        DocBin(docs=sentences).to_disk(gold)
+        write_atomically(gold, DocBin(docs=sentences).to_disk)
         if args.teacher:
             teacher = Path(args.teacher)
         elif args.reuse and (args.out / "teacher" / "meta.json").exists():
@@ -369,7 +371,7 @@ def main():
                    sst2_distill_steps=args.sst2_distill_steps, ensemble_steps=args.ensemble_steps,
                    threads=torch.get_num_threads(), quick=args.quick, total_s=time.time() - started,
                    teacher=str(teacher))
-    (args.out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf8")
+    write_json(args.out / "results.json", summary)
     print_result(summary, digits=4)
 
 

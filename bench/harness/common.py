@@ -13,7 +13,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy
 
@@ -152,12 +152,19 @@ def print_result(figures: dict, digits: int = None) -> None:
     print(json.dumps({**figures, "machine": machine_info()}), flush=True)
 
 
-def write_json(path, data) -> None:
-    """Written beside and moved into place, so a killed run leaves no half file."""
+def write_atomically(path, write: Callable[[Path], None]) -> Path:
+    """`write(temporary path)` beside `path`, then moved into place: a killed
+    run leaves no half file, and a run reading `path` while another writes it
+    (two parts of a bench sharing an output folder) sees a whole one."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf8")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    write(tmp)
     os.replace(tmp, path)
+    return path
+
+
+def write_json(path, data) -> None:
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(data), encoding="utf8"))
 
 
 def seed_everything(seed: int) -> None:
