@@ -122,7 +122,7 @@ def test_a_directory_output_is_marked_as_the_commands(tmp_path):
             pass
 
 
-def test_two_pretrain_runs_at_once_one_refuses(tmp_path, tiny_model_dir):
+def _pretrain_command(tmp_path, tiny_model_dir):
     (tmp_path / "c.cfg").write_text("[pretraining]\n")
     corpus_file = tmp_path / "corpus.txt"
     corpus_file.write_text("\n\n".join("\n".join(SAMPLE_TEXT[i:i + 4]) for i in range(0, 40, 2)), encoding="utf8")
@@ -130,15 +130,38 @@ def test_two_pretrain_runs_at_once_one_refuses(tmp_path, tiny_model_dir):
                 "--pretraining.max_length", "32", "--pretraining.batch_size", "8", "--pretraining.max_steps", "60",
                 "--pretraining.eval_every", "1000", "--pretraining.eval_sequences", "8",
                 "--pretraining.checkpoint_every", "1000", "--pretraining.log_every", "1000", "-q"]
-    command = [sys.executable, "-m", "spacy_mlm", "pretrain", str(tmp_path / "c.cfg"), str(tmp_path / "out"), *settings]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return [sys.executable, "-m", "spacy_mlm", "pretrain", str(tmp_path / "c.cfg"), str(tmp_path / "out"), *settings]
+
+
+def test_pretrain_refuses_an_output_another_run_is_writing_and_one_that_has_finished(tmp_path, tiny_model_dir):
+    """While a run holds the output (its lock, taken here as `pretrain` takes it), another refuses,
+    naming the holder, and writes nothing; once that run has finished, a new one refuses its checkpoints
+    (without --resume). Deterministic: the holder is this process, not a race between two starts."""
+    command, env = _pretrain_command(tmp_path, tiny_model_dir), dict(os.environ, OMP_NUM_THREADS="1")
+    out = tmp_path / "out"
+    with output_lock(out, "pretrain"):
+        refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert refused.returncode == 1, refused
+        assert f"another run is writing here (spacy_mlm pretrain, pid {os.getpid()})" in refused.stderr
+        assert not out.exists()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "model saved" in done.stdout, done
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1 and "already has checkpoints: pass --resume" in again.stderr, again
+
+
+def test_two_pretrain_runs_at_once_one_refuses(tmp_path, tiny_model_dir):
+    """Two real runs started together: one writes the model, the other refuses (which message
+    depends on whether the first is still running when the second looks: both are refusals)."""
+    command, env = _pretrain_command(tmp_path, tiny_model_dir), dict(os.environ, OMP_NUM_THREADS="1")
     runs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)]
     results = [(run.wait(timeout=300), *run.communicate()) for run in runs]
     assert sorted(rc for rc, _, _ in results) == [0, 1], results
     (_, out, _), (_, _, err) = sorted(results)
     assert "model saved" in out
-    assert "another run is writing here (spacy_mlm pretrain, pid" in err
+    assert ("another run is writing here (spacy_mlm pretrain, pid" in err
+            or "already has checkpoints: pass --resume" in err), err
 
 
 def test_a_killed_run_does_not_block_the_next(tmp_path):
