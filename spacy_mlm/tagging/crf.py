@@ -238,7 +238,7 @@ def _forward_backward(emissions, mask, start, transitions, end):
 @torch.no_grad()
 def crf_marginals(emissions, mask, start, transitions, end) -> torch.Tensor:
     """Per-position tag marginals ``(B, T, K)`` (zeros at padding), by the
-    forward-backward algorithm in log space (`_forward_backward`).
+    forward-backward algorithm (`_forward_backward`: its logs).
 
     alpha and beta carry a constant of their own at each position, which
     cancels in the marginal, alpha + beta normalised per position. So the values
