@@ -328,7 +328,7 @@ def _chained_viterbi(emissions, mask, start, transitions):
     block = max(1, STEP_BUDGET // (B * K * K))
     pointers = [(best[:, lo : lo + block].unsqueeze(2) + transitions.T).argmax(dim=3)  # [b, t, j, i]
                 for lo in range(0, T - 1, block)]
-    return best, torch.cat(pointers, dim=1) if pointers else best.new_zeros((B, 0, K), dtype=torch.long)
+    return best, torch.cat(pointers, dim=1)  # long chains only: at least one block
 
 
 @torch.no_grad()
