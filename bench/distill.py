@@ -12,6 +12,11 @@ CPU user picks instead, every system in one run (issue 51).
                   on the teacher's own training sentences; --distill-steps x --distill-batch
   student_2l      the same with layers 2, 5 (keep_every 3)
   student_1l      the same with the top layer alone (keep_every 6)
+  student_3l_u768h6  student_3l narrowed before distilling: 768 of each layer's 1536
+                  feed-forward units and 6 of its 12 heads kept, those that add the most
+                  to the layer's output over the first 512 texts ([distillation.student]
+                  intermediate_size, attention_heads)
+  student_3l_u384h4  the same with 384 units and 4 heads
                   (the teacher's outputs are cached on disk from the first epoch over the texts on)
   *_int8          each of those through `spacy_mlm optimize --precision int8`
   spacy_trf       spacy-transformers on the same MiniLM + spaCy's transition-based ner,
@@ -72,7 +77,12 @@ from harness.common import (
 from ner_conll import build_spacy_trf
 from spacy_mlm import doc_entities, score_entities
 
-STUDENTS = {"student_3l": 2, "student_2l": 3, "student_1l": 6}  # name -> keep_every over MiniLM's 6 layers
+# name -> [distillation.student] settings over MiniLM's 6 layers (1536 feed-forward units and 12 heads a layer)
+STUDENTS = {
+    "student_3l": {"keep_every": 2}, "student_2l": {"keep_every": 3}, "student_1l": {"keep_every": 6},
+    "student_3l_u768h6": {"keep_every": 2, "intermediate_size": 768, "attention_heads": 6},
+    "student_3l_u384h4": {"keep_every": 2, "intermediate_size": 384, "attention_heads": 4},
+}
 
 
 def train_teacher(args, sentences, out: Path, seed: int = None) -> Path:
@@ -105,9 +115,10 @@ def run(command):
     subprocess.run([str(c) for c in command], check=True)
 
 
-def distill_student(args, teacher, texts: Path, gold: Path, keep_every: int, out: Path,
+def distill_student(args, teacher, texts: Path, gold: Path, student: dict, out: Path,
                     steps: int = None, seed: int = None) -> Path:
-    """`spacy_mlm distill` of `teacher` (a pipeline, or a list of them: an ensemble) into `out`."""
+    """`spacy_mlm distill` of `teacher` (a pipeline, or a list of them: an ensemble) into `out`,
+    the student as `student` ([distillation.student] settings) says."""
     steps = args.distill_steps if steps is None else steps
     seed = args.seed if seed is None else seed
     if args.reuse and (out / "model" / "meta.json").exists():
@@ -117,7 +128,8 @@ def distill_student(args, teacher, texts: Path, gold: Path, keep_every: int, out
     with Stopwatch() as clock:
         run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, "--force", "--quiet",
              "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
-             "--distillation.student.keep_every", keep_every, "--distillation.max_steps", steps,
+             *(part for key, value in student.items() for part in (f"--distillation.student.{key}", value)),
+             "--distillation.max_steps", steps,
              "--distillation.batch_size", args.distill_batch, "--distillation.temperature", args.temperature,
              "--distillation.seed", seed, "--distillation.checkpoint_every", 0, "--distillation.cache_teacher", "true",
              "--distillation.optimizer.learning_rate", args.distill_lr,
@@ -189,8 +201,8 @@ def sst2_line(args, systems, results) -> None:
         unlabelled = [text for text, _, _ in every][: args.sst2_texts or None]
         write_atomically(texts, lambda tmp: tmp.write_text("\n".join(unlabelled) + "\n", encoding="utf8"))
         print(f"SST-2: {len(unlabelled)} unlabelled train sentences, {len(train_rows)} labelled", flush=True)
-        pipelines["sst2_student_3l"] = distill_student(args, teacher, texts, gold, 2, out / "student_3l",
-                                                       steps=args.sst2_distill_steps)
+        pipelines["sst2_student_3l"] = distill_student(args, teacher, texts, gold, STUDENTS["student_3l"],
+                                                       out / "student_3l", steps=args.sst2_distill_steps)
     if args.no_score:
         return
     n_words = sum(len(text.split()) for text, _, _ in dev_rows)
@@ -223,10 +235,10 @@ def ensemble_line(args, sentences, dev_docs, teacher: Path, gold: Path, results)
             train_teacher(args, sentences, path, seed)
         teachers.append(path)
     texts = write_texts(args, out / "texts.txt", with_wiki=False)
-    students = [distill_student(args, teachers, texts, gold, 1, out / f"student_6l_seed{seed}",
+    students = [distill_student(args, teachers, texts, gold, {"keep_every": 1}, out / f"student_6l_seed{seed}",
                                 steps=args.ensemble_steps, seed=seed) for seed in args.ensemble_student_seeds]
     # the control: the same student distilled from the first teacher alone (what the ensemble adds)
-    single = distill_student(args, teachers[0], texts, gold, 1, out / "student_6l_one_teacher",
+    single = distill_student(args, teachers[0], texts, gold, {"keep_every": 1}, out / "student_6l_one_teacher",
                              steps=args.ensemble_steps, seed=args.ensemble_student_seeds[0])
     if args.no_score:
         return
@@ -327,9 +339,9 @@ def main():
             teacher = train_teacher(args, sentences, args.out / "teacher")
         texts = write_texts(args, args.out / "texts.txt")
         pipelines = {"teacher": teacher}
-        for name, keep_every in STUDENTS.items():
+        for name, student in STUDENTS.items():
             if name in systems or f"{name}_int8" in systems:
-                pipelines[name] = distill_student(args, teacher, texts, gold, keep_every, args.out / name)
+                pipelines[name] = distill_student(args, teacher, texts, gold, student, args.out / name)
         for name in list(pipelines):
             if f"{name}_int8" in systems:
                 pipelines[f"{name}_int8"] = int8(args, pipelines[name], args.out / f"{name}_int8")

@@ -26,6 +26,7 @@ LIMITS = {
     "teacher_precision": (one_of(*TEACHER_PRECISIONS),), "cache_teacher": (FLAG,),
     "checkpoint_every": (INT, ">= 0"), "keep_checkpoints": (INT, ">= 0"), "log_every": (INT, ">= 1"),
     "student.layers": (optional(INTS),), "student.keep_every": (INT, ">= 1"), "student.encoder": (optional(TEXT),),
+    "student.intermediate_size": (optional(INT), ">= 1"), "student.attention_heads": (optional(INT), ">= 1"),
     "optimizer.learning_rate": (NUMBER, "> 0"), "optimizer.weight_decay": (NUMBER, ">= 0"),
     "optimizer.beta1": (NUMBER, ">= 0", "< 1"), "optimizer.beta2": (NUMBER, ">= 0", "< 1"),
     "optimizer.eps": (NUMBER, "> 0"), "optimizer.warmup_steps": (INT, ">= 0"),

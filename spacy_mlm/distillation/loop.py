@@ -127,10 +127,10 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
     if resumed is not None:
         student = resumed.model
     elif group.main:
-        student = build_student(teacher_paths[0], section["student"], output_dir)
+        student = build_student(teacher_paths[0], section["student"], output_dir, texts)
     else:  # the same student, its encoder staged apart (the first process's copy is the one the pipeline names)
         staging = output_dir / f".student_encoder.rank{group.rank}"
-        student = build_student(teacher_paths[0], section["student"], output_dir, staging=staging)
+        student = build_student(teacher_paths[0], section["student"], output_dir, texts, staging=staging)
         shutil.rmtree(staging)
     encoder, components = encoder_name(student.config), distilled_components(student)
     teachers = Teachers(teacher_paths, section["teacher_precision"], section["temperature"],

@@ -8,9 +8,11 @@ token, and the hidden-state loss per piece). Its components are the teacher's:
 the same config, labels and head weights (so the student starts as the teacher's
 heads over a shallower encoder, not from random heads). The encoder is saved as
 a plain Hugging Face directory inside the output (`student_encoder/model`),
-which the student's config names.
+which the student's config names. Either can be narrowed to fewer feed-forward
+units and heads per layer (`pruning`).
 """
 import copy
+import logging
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -26,6 +28,9 @@ from ..models.families import family_layout
 from ..models.hf import load_backbone, save_backbone
 from ..scoring.calibration import NO_SCALING
 from ..testing import SAMPLE_TEXT
+from .pruning import narrow
+
+logger = logging.getLogger(__name__)
 
 STUDENT_ENCODER = "student_encoder"
 
@@ -102,10 +107,11 @@ def check_same_tokenizer(teacher_tokenizer, tokenizer, path: str) -> None:
                                    "(lower-casing or accent stripping differ): a student must read as the teacher does")
 
 
-def build_student(teacher_path: str, student_settings: Dict, output_dir: Path,
+def build_student(teacher_path: str, student_settings: Dict, output_dir: Path, texts: Sequence[str] = (),
                   staging: Optional[Path] = None) -> Language:
     """The student pipeline (fp32, torch), its encoder written to
-    `output_dir/student_encoder/model` (or `staging`/model)."""
+    `output_dir/student_encoder/model` (or `staging`/model); narrowed
+    (`pruning.narrow`) by what its layers do over `texts`."""
     nlp = load_pipeline(teacher_path)
     name = encoder_name(nlp.config)
     encoder = nlp.get_pipe(name)
@@ -123,6 +129,9 @@ def build_student(teacher_path: str, student_settings: Dict, output_dir: Path,
         if layers is None:
             layers = every_kth_layer(int(teacher_hf.config.num_hidden_layers), student_settings["keep_every"])
         model, tokenizer = layer_student(teacher_hf, layers), teacher_tokenizer
+    removed = narrow(model, tokenizer, texts, student_settings["intermediate_size"], student_settings["attention_heads"])
+    for what, per_layer in removed.items():
+        logger.info("Student narrowed: %s %s out of its layers", "/".join(str(len(lost)) for lost in per_layer), what)
     staging = output_dir / STUDENT_ENCODER if staging is None else staging
     if staging.exists():
         shutil.rmtree(staging)

@@ -24,6 +24,7 @@ from spacy_mlm.testing import SAMPLE_TEXT
 
 from .conftest import NER, distill_config, train_teacher
 
+ALL_WIDTHS = {"encoder": None, "intermediate_size": None, "attention_heads": None}  # [distillation.student]
 HELD_OUT = ["Anna Lopez flew to Geneva .", "Peter Berg works in Concord .", "The bank in Oslo opened on Monday ."]
 
 
@@ -77,7 +78,7 @@ def test_the_student_does_not_keep_the_teachers_calibration(ner_teacher, tmp_pat
     nlp = spacy.load(ner_teacher)
     nlp.get_pipe("ner").cfg.update(temperature=0.7, score_scaling=[1.3, -0.2])
     nlp.to_disk(calibrated)
-    student = build_student(str(calibrated), {"layers": [1], "encoder": None}, tmp_path / "student")
+    student = build_student(str(calibrated), {**ALL_WIDTHS, "layers": [1]}, tmp_path / "student")
     assert student.get_pipe("ner").cfg["temperature"] == 1.0
     assert student.get_pipe("ner").cfg["score_scaling"] == [1.0, 0.0]
     assert spacy.load(calibrated).get_pipe("ner").cfg["temperature"] == pytest.approx(0.7)  # the teacher is as it was
@@ -86,7 +87,7 @@ def test_the_student_does_not_keep_the_teachers_calibration(ner_teacher, tmp_pat
 @pytest.mark.parametrize("crf", [False, True])
 def test_the_students_kl_to_the_teacher_falls(deep_model_dir, texts_file, tmp_path, crf):
     teacher = train_teacher(deep_model_dir, tmp_path / "teacher", "ner", crf=crf, updates=30)
-    build_student(str(teacher), {"layers": [3], "encoder": None}, tmp_path / "start").to_disk(tmp_path / "start/model")
+    build_student(str(teacher), {**ALL_WIDTHS, "layers": [3]}, tmp_path / "start").to_disk(tmp_path / "start/model")
     # 60 steps: at 30 the KL had fallen to 0.1-0.5 of the start over seeds 0-2, at 60 to 0.03-0.14
     after = run(tmp_path, teacher, texts_file, "after", max_steps=60, temperature=1.0, **{"student.layers": [3]})
     texts = texts_file.read_text().splitlines()
