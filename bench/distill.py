@@ -292,8 +292,9 @@ def main():
     parser.add_argument("--cnn-epochs", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2, help="inference passes per system (the best counts)")
     parser.add_argument("--systems", default="teacher,teacher_int8,student_3l,student_3l_int8,student_2l,"
-                                             "student_2l_int8,student_1l,student_1l_int8,spacy_trf,spacy_cnn,ensemble,"
-                                             "sst2_teacher,sst2_student_3l")
+                                             "student_2l_int8,student_1l,student_1l_int8,student_3l_u768h6,"
+                                             "student_3l_u768h6_int8,student_3l_u384h4,student_3l_u384h4_int8,"
+                                             "spacy_trf,spacy_cnn,ensemble,sst2_teacher,sst2_student_3l")
     parser.data_file("--sst2-train", "sst2/train.tsv")
     parser.data_file("--sst2-dev", "sst2/dev.tsv")
     parser.add_argument("--sst2-train-size", type=int, default=2000, help="SST-2 texts the teacher trains on")
