@@ -56,6 +56,9 @@ so the training can run on a busy machine and the scoring later on a quiet core:
     .venv/bin/python bench/distill.py --systems ensemble --reuse          # the ensemble line alone
     .venv/bin/python bench/distill.py --reuse    # builds what is missing, then scores every system
 
+`--student-seed S` distils the student lines again with seed S (the teacher, its sentences and the
+texts stay those of --seed) into OUT/NAME_seedS, for a spread over seeds; the JSON keeps the names.
+
 Last line: one JSON object: each system's dev F1 and words/s, the ratios the
 issue asks about, the budgets and the machine.
 """
@@ -288,6 +291,9 @@ def main():
     parser.add_argument("--distill-steps", type=int, default=4000)
     parser.add_argument("--distill-batch", type=int, default=32)
     parser.add_argument("--distill-lr", type=float, default=1e-4)
+    parser.add_argument("--student-seed", type=int, default=None,
+                        help="the students' seed (default: --seed, which also picks the teacher's sentences); "
+                             "another one distils into OUT/NAME_seedS")
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--cnn-epochs", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2, help="inference passes per system (the best counts)")
@@ -320,6 +326,7 @@ def main():
         args.sst2_train_size, args.sst2_texts, args.sst2_distill_steps = 160, 800, 40
         args.ensemble_steps = 20
     systems = args.systems.split(",")
+    args.student_seed = args.seed if args.student_seed is None else args.student_seed
     args.out.mkdir(parents=True, exist_ok=True)
     vocab = spacy.blank("en").vocab
     sentences = ner.load_sentences(args.train, vocab, args.n_train, args.seed)
@@ -340,12 +347,15 @@ def main():
             teacher = train_teacher(args, sentences, args.out / "teacher")
         texts = write_texts(args, args.out / "texts.txt")
         pipelines = {"teacher": teacher}
+        suffix = "" if args.student_seed == args.seed else f"_seed{args.student_seed}"
         for name, student in STUDENTS.items():
             if name in systems or f"{name}_int8" in systems:
-                pipelines[name] = distill_student(args, teacher, texts, gold, student, args.out / name)
+                pipelines[name] = distill_student(args, teacher, texts, gold, student, args.out / f"{name}{suffix}",
+                                                  seed=args.student_seed)
         for name in list(pipelines):
             if f"{name}_int8" in systems:
-                pipelines[f"{name}_int8"] = int8(args, pipelines[name], args.out / f"{name}_int8")
+                folder = "teacher_int8" if name == "teacher" else f"{name}{suffix}_int8"
+                pipelines[f"{name}_int8"] = int8(args, pipelines[name], args.out / folder)
     results = {}
     if any(name.startswith("sst2_") for name in systems):
         sst2_line(args, systems, results)
@@ -378,7 +388,8 @@ def main():
         if "sst2_teacher" in results and name.startswith("sst2_student"):
             summary[f"{name}_accuracy_minus_teacher"] = results[name]["accuracy"] - results["sst2_teacher"]["accuracy"]
             summary[f"{name}_wps_vs_teacher"] = results[name]["wps"] / results["sst2_teacher"]["wps"]
-    summary.update(n_train=len(sentences), epochs=args.epochs, n_dev=len(dev_docs), distill_steps=args.distill_steps,
+    summary.update(student_seed=args.student_seed, n_train=len(sentences), epochs=args.epochs, n_dev=len(dev_docs),
+                   distill_steps=args.distill_steps,
                    distill_batch=args.distill_batch, temperature=args.temperature, cnn_epochs=args.cnn_epochs,
                    sst2_train_size=args.sst2_train_size, sst2_texts=args.sst2_texts,
                    sst2_distill_steps=args.sst2_distill_steps, ensemble_steps=args.ensemble_steps,
