@@ -43,7 +43,7 @@ from .config import paths_of
 from .data import ItemStream, data_digest, read_gold, read_texts
 from .heads import distilled_components
 from .step import student_gradients
-from .student import build_student, encoder_name
+from .student import STUDENT_ENCODER, build_student, encoder_name
 from .teachers import TeacherCache, Teachers, batch_outputs
 
 logger = logging.getLogger(__name__)
@@ -128,9 +128,16 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
         student = resumed.model
     elif group.main:
         student = build_student(teacher_paths[0], section["student"], output_dir, texts)
-    else:  # the same student, its encoder staged apart (the first process's copy is the one the pipeline names)
+        group.barrier()
+    else:
+        # the first process's student encoder, taken as it wrote it rather than built again: a narrowed
+        # one keeps the units its importances chose, which float rounding on another device could change;
+        # staged apart (the first process's copy is the one the pipeline names)
+        group.barrier()
+        first = {**section["student"], "layers": None, "intermediate_size": None, "attention_heads": None,
+                 "encoder": str(output_dir / STUDENT_ENCODER / "model")}
         staging = output_dir / f".student_encoder.rank{group.rank}"
-        student = build_student(teacher_paths[0], section["student"], output_dir, texts, staging=staging)
+        student = build_student(teacher_paths[0], first, output_dir, texts, staging=staging)
         shutil.rmtree(staging)
     encoder, components = encoder_name(student.config), distilled_components(student)
     teachers = Teachers(teacher_paths, section["teacher_precision"], section["temperature"],

@@ -2,7 +2,8 @@
 its share of every batch, the soft and gold losses divide by the whole step's
 counts and the engine's reducer sums the gradients, so two processes reach the
 student one process reaches on the same batches (the teacher without dropout,
-so that nothing random differs between the runs)."""
+so that nothing random differs between the runs), a narrowed student included
+(every process starts from the encoder the first one narrowed)."""
 import json
 import os
 import subprocess
@@ -51,7 +52,8 @@ def test_two_processes_distil_the_student_one_process_does(still_teacher, texts_
     gold = [Example.from_dict(nlp.make_doc(text), {"entities": ents}).reference for text, ents in NER]
     DocBin(docs=gold).to_disk(tmp_path / "gold.spacy")
     settings = dict(max_steps=4, batch_size=5, checkpoint_every=2, hidden_weight=0.5, cache_teacher=True,
-                    gold=str(tmp_path / "gold.spacy"), **{"student.layers": [1, 3]})
+                    gold=str(tmp_path / "gold.spacy"),
+                    **{"student.layers": [1, 3], "student.intermediate_size": 48, "student.attention_heads": 1})
     config = distill_config(tmp_path / "c.cfg", still_teacher, texts_file, **settings)
     single = distill(load_distillation_config(config), tmp_path / "single", quiet=True)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
