@@ -17,6 +17,8 @@ CPU user picks instead, every system in one run (issue 51).
                   to the layer's output over the first 512 texts ([distillation.student]
                   intermediate_size, attention_heads)
   student_3l_u384h4  the same with 384 units and 4 heads
+  student_3l_u768h6_hidden   student_3l_u768h6 with the hidden-state loss (hidden_weight 1)
+  student_3l_u768h6_lr2e-4   student_3l_u768h6 at twice the peak learning rate
                   (the teacher's outputs are cached on disk from the first epoch over the texts on)
   *_int8          each of those through `spacy_mlm optimize --precision int8`
   spacy_trf       spacy-transformers on the same MiniLM + spaCy's transition-based ner,
@@ -80,11 +82,15 @@ from harness.common import (
 from ner_conll import build_spacy_trf
 from spacy_mlm import doc_entities, score_entities
 
-# name -> [distillation.student] settings over MiniLM's 6 layers (1536 feed-forward units and 12 heads a layer)
+# name -> its [distillation] settings over the bench's (MiniLM: 6 layers of 1536 feed-forward units and 12 heads)
+NARROW = {"student.keep_every": 2, "student.intermediate_size": 768, "student.attention_heads": 6}
 STUDENTS = {
-    "student_3l": {"keep_every": 2}, "student_2l": {"keep_every": 3}, "student_1l": {"keep_every": 6},
-    "student_3l_u768h6": {"keep_every": 2, "intermediate_size": 768, "attention_heads": 6},
-    "student_3l_u384h4": {"keep_every": 2, "intermediate_size": 384, "attention_heads": 4},
+    "student_3l": {"student.keep_every": 2}, "student_2l": {"student.keep_every": 3},
+    "student_1l": {"student.keep_every": 6},
+    "student_3l_u768h6": NARROW,
+    "student_3l_u384h4": {**NARROW, "student.intermediate_size": 384, "student.attention_heads": 4},
+    "student_3l_u768h6_hidden": {**NARROW, "hidden_weight": 1.0},
+    "student_3l_u768h6_lr2e-4": {**NARROW, "optimizer.learning_rate": 2e-4},
 }
 
 
@@ -118,10 +124,10 @@ def run(command):
     subprocess.run([str(c) for c in command], check=True)
 
 
-def distill_student(args, teacher, texts: Path, gold: Path, student: dict, out: Path,
+def distill_student(args, teacher, texts: Path, gold: Path, settings: dict, out: Path,
                     steps: int = None, seed: int = None) -> Path:
     """`spacy_mlm distill` of `teacher` (a pipeline, or a list of them: an ensemble) into `out`,
-    the student as `student` ([distillation.student] settings) says."""
+    with `settings` ([distillation] ones, over the bench's) for the student's encoder and recipe."""
     steps = args.distill_steps if steps is None else steps
     seed = args.seed if seed is None else seed
     if args.reuse and (out / "model" / "meta.json").exists():
@@ -131,12 +137,11 @@ def distill_student(args, teacher, texts: Path, gold: Path, student: dict, out: 
     with Stopwatch() as clock:
         run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, "--force", "--quiet",
              "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
-             *(part for key, value in student.items() for part in (f"--distillation.student.{key}", value)),
-             "--distillation.max_steps", steps,
-             "--distillation.batch_size", args.distill_batch, "--distillation.temperature", args.temperature,
-             "--distillation.seed", seed, "--distillation.checkpoint_every", 0, "--distillation.cache_teacher", "true",
-             "--distillation.optimizer.learning_rate", args.distill_lr,
-             "--distillation.optimizer.warmup_steps", steps // 10])
+             *(part for key, value in {
+                 "max_steps": steps, "batch_size": args.distill_batch, "temperature": args.temperature, "seed": seed,
+                 "checkpoint_every": 0, "cache_teacher": "true", "optimizer.learning_rate": args.distill_lr,
+                 "optimizer.warmup_steps": steps // 10, **settings}.items()
+               for part in (f"--distillation.{key}", value))])
     print(f"distilled {out.name} in {clock.seconds:.0f}s", flush=True)
     return out / "model"
 
@@ -238,10 +243,11 @@ def ensemble_line(args, sentences, dev_docs, teacher: Path, gold: Path, results)
             train_teacher(args, sentences, path, seed)
         teachers.append(path)
     texts = write_texts(args, out / "texts.txt", with_wiki=False)
-    students = [distill_student(args, teachers, texts, gold, {"keep_every": 1}, out / f"student_6l_seed{seed}",
+    every_layer = {"student.keep_every": 1}
+    students = [distill_student(args, teachers, texts, gold, every_layer, out / f"student_6l_seed{seed}",
                                 steps=args.ensemble_steps, seed=seed) for seed in args.ensemble_student_seeds]
     # the control: the same student distilled from the first teacher alone (what the ensemble adds)
-    single = distill_student(args, teachers[0], texts, gold, {"keep_every": 1}, out / "student_6l_one_teacher",
+    single = distill_student(args, teachers[0], texts, gold, every_layer, out / "student_6l_one_teacher",
                              steps=args.ensemble_steps, seed=args.ensemble_student_seeds[0])
     if args.no_score:
         return
