@@ -16,7 +16,8 @@ The graph is not passed through ONNX Runtime's offline transformer optimizer
 (`onnxruntime.transformers.optimizer`): its fused Attention / QAttention
 kernels ran slower than the unfused graph on MiniLM at one thread, at fp32 and
 at int8 (docs/ARCHITECTURE.md, "Encoder speed"); the session's
-own graph optimizations (ORT_ENABLE_ALL) still run when a graph loads.
+own graph optimizations (ORT_ENABLE_ALL) still run when a graph loads, all but
+the SkipLayerNormalization fusion (`DISABLED_FUSIONS`), slower here too.
 
 A graph is data: ONNX Runtime runs only its own built-in operators on it (no
 custom-op library is registered and nothing is unpickled), so a saved pipeline's
@@ -29,10 +30,8 @@ every entry point here raises a SpacyMlmError that says how to install them.
 """
 import io
 import json
-import logging
 import tempfile
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -49,6 +48,10 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 LAST, POOLED, LAYERS = "last_hidden_state", "pooler_output", "hidden_states"
 # metadata_props key holding the settings the graph was exported with
 SETTINGS_KEY = "spacy_mlm_settings"
+# session graph optimizations left out: ONNX Runtime's fused SkipLayerNormalization kernel ran slower
+# than the Add and LayerNormalization it replaces (bench/onnx_session.py, one thread: int8 MiniLM graphs
+# 1.15-1.26x as fast without it with AVX-512, 1.06-1.12x with AVX2 only; fp32 graphs the same either way)
+DISABLED_FUSIONS = ("SkipLayerNormFusion",)
 # how graphs are made (exporter, quantized ops); a saved graph of another format
 # is made again from the saved weights when the pipeline loads
 GRAPH_FORMAT = 1
@@ -203,7 +206,8 @@ class OnnxBackbone:
         options.intra_op_num_threads = torch.get_num_threads()
         options.inter_op_num_threads = 1
         try:
-            self.session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"],
+                                                disabled_optimizers=list(DISABLED_FUSIONS))
         except Exception as err:  # ORT raises its own exception classes for bad graphs
             raise ModelLoadError(source, f"not a loadable ONNX graph ({type(err).__name__}: {err})") from None
         self.graph = graph

@@ -248,3 +248,33 @@ def test_an_export_that_fails_names_the_family(tiny_model_dir, monkeypatch):
     with pytest.raises(SpacyMlmError, match="'bert': BertModel cannot be exported to ONNX .*unsupported operator.*"
                                             "backend = \"torch\""):
         encoder_nlp(tiny_model_dir, backend="onnx")
+
+
+def test_sessions_leave_add_and_layer_norm_unfused(tiny_model_dir, tmp_path, monkeypatch):
+    """ONNX Runtime's SkipLayerNormalization kernel ran slower than the Add and
+    LayerNormalization it fuses (bench/onnx_session.py), so the backbone's
+    sessions leave them apart; the same int8 graph under every fusion does fuse them."""
+    import onnxruntime as ort
+
+    hf_model = encoder_module.get_hf_model(encoder_nlp(tiny_model_dir).get_pipe("mlm_encoder").model)
+    graph = onnx_backbone.quantize_int8(onnx_backbone.export_backbone(hf_model, type_ids=True, hidden_states=False))
+    real = ort.SessionOptions
+    saved = tmp_path / "optimized.onnx"
+
+    def saving_options():
+        options = real()
+        options.optimized_model_filepath = str(saved)
+        return options
+
+    monkeypatch.setattr(ort, "SessionOptions", saving_options)
+
+    def fused_ops():
+        return Counter(node.op_type for node in onnx.load(str(saved)).graph.node)
+
+    onnx_backbone.OnnxBackbone(graph)
+    ours = fused_ops()
+    assert ours["SkipLayerNormalization"] == 0 and ours["LayerNormalization"] > 0
+    options = saving_options()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+    assert fused_ops()["SkipLayerNormalization"] > 0
