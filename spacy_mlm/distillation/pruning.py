@@ -107,8 +107,9 @@ def _batches(tokenizer, texts: Sequence[str], device: torch.device):
                             "distillation texts, and there are none")
     texts = list(texts[:IMPORTANCE_TEXTS])
     for start in range(0, len(texts), IMPORTANCE_BATCH):
+        # split_special_tokens: a "[SEP]" in a text is text, as the encoder reads it
         batch = tokenizer(texts[start:start + IMPORTANCE_BATCH], truncation=True, max_length=IMPORTANCE_MAX_PIECES,
-                          padding=True, return_tensors="pt")
+                          padding=True, split_special_tokens=True, return_tensors="pt")
         yield {key: value.to(device) for key, value in batch.items()}
 
 
