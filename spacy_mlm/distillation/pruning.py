@@ -91,7 +91,8 @@ def attention_outputs(model: PreTrainedModel, sample: Dict[str, torch.Tensor]) -
     except (NotImplementedError, AttributeError, RuntimeError) as err:
         # no prune_heads for the family, or one that leaves a model that cannot run (MPNet's relative position bias)
         raise SpacyMlmError(f"transformers cannot prune the heads of a {model.config.model_type} model "
-                            f"({type(err).__name__}): [distillation.student] attention_heads must be null for it") from None
+                            f"({type(err).__name__}): [distillation.student] attention_heads must be null "
+                            "for it") from None
     pruned = {name: m for name, m in trial.named_modules() if isinstance(m, nn.Linear)}
     outputs = [(name, m.in_features - pruned[name].in_features) for name, m in model.named_modules()
                if isinstance(m, nn.Linear) and pruned[name].in_features < m.in_features]
@@ -177,7 +178,8 @@ def narrow(model: PreTrainedModel, tokenizer, texts: Sequence[str], intermediate
     layers = family_layout(model).layers
     if len({id(layer) for layer in layers}) != len(layers):
         raise SpacyMlmError(f"the {model.config.model_type} student shares its layers' weights: narrowing one "
-                            "would narrow all; [distillation.student] intermediate_size and attention_heads must be null")
+                            "would narrow all; [distillation.student] intermediate_size and attention_heads must "
+                            "be null")
     batches = _batches(tokenizer, texts, next(model.parameters()).device)
     ffns = feed_forwards(model) if intermediate_size is not None else []  # found before heads change shapes
     outputs = attention_outputs(model, next(iter(batches))) if attention_heads is not None else []

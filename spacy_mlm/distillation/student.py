@@ -129,7 +129,8 @@ def build_student(teacher_path: str, student_settings: Dict, output_dir: Path, t
         if layers is None:
             layers = every_kth_layer(int(teacher_hf.config.num_hidden_layers), student_settings["keep_every"])
         model, tokenizer = layer_student(teacher_hf, layers), teacher_tokenizer
-    removed = narrow(model, tokenizer, texts, student_settings["intermediate_size"], student_settings["attention_heads"])
+    removed = narrow(model, tokenizer, texts, student_settings["intermediate_size"],
+                     student_settings["attention_heads"])
     for what, per_layer in removed.items():
         logger.info("Student narrowed: %s %s out of its layers", "/".join(str(len(lost)) for lost in per_layer), what)
     staging = output_dir / STUDENT_ENCODER if staging is None else staging
