@@ -50,7 +50,7 @@ def made_pipelines(model: str, out: Path) -> list:
     for precision in ("int8", "fp32"):
         target = out / f"onnx_{precision}"
         subprocess.run([sys.executable, "-m", "spacy_mlm", "optimize", str(out / "torch"), str(target),
-                        "--precision", precision, "--force"], check=True, capture_output=True)
+                        "--precision", precision, "--force"], check=True)
         made.append(target)
     return made
 
