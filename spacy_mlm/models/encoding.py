@@ -195,9 +195,11 @@ class DocEncoding:
             raise DataError(f"{_WHERE}: its alignment covers {n_tokens} tokens but the Doc has {len(doc)} (an "
                             "encoding of another Doc, or of this one before its tokens changed)")
         end = int(self.piece_offsets[:, 1].max()) if len(self.piece_offsets) else 0
-        if end > len(doc.text):
+        # the text's length from its last token: Doc.text joins every token anew
+        n_chars = doc[-1].idx + len(doc[-1].text_with_ws) if len(doc) else 0
+        if end > n_chars:
             raise DataError(f"{_WHERE}: its pieces reach character {end} but the Doc's text has "
-                            f"{len(doc.text)} characters (an encoding of another Doc)")
+                            f"{n_chars} characters (an encoding of another Doc)")
 
     def __reduce__(self):
         """Pickle and deepcopy go through `to_dict`: device-independent, and the

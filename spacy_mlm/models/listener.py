@@ -36,10 +36,12 @@ from thinc.api import Model, get_current_ops, get_torch_default_device, torch2xp
 from thinc.types import Floats2d, Floats3d, Ragged
 
 from ..errors import SettingError, SpacyMlmError
+from ..tokenization.align import Alignment
 from ..tokenization.pair import PAIR_ATTR
 from ..util.settings import INT, INTS, TEXT, check_settings, optional
 from .encoding import ENCODING_ATTR, EncoderBatch
-from .pooling import DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_rows, pool_doc, pool_tokens
+from .pooling import (DOC_POOLINGS, POOLING_WIDTH_FACTOR, TOKEN_POOLINGS, piece_rows, pool_doc, pool_docs_tokens,
+                      pool_tokens)
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +222,17 @@ def _layer_rows(model: "EncoderListener", hidden: torch.Tensor, layers: Optional
     return torch.stack([pool_tokens(layers[k], alignment, pooling) for k in state_indices(chosen, len(layers))], dim=1)
 
 
+def _pool_docs(model: "EncoderListener", hidden: Sequence[torch.Tensor], cls: Sequence[torch.Tensor],
+               pooled: Sequence[Optional[torch.Tensor]], layers: Sequence[Optional[torch.Tensor]],
+               alignments: Sequence, docs: Sequence[Doc]) -> List[torch.Tensor]:
+    """Each doc's rows. Token poolings of the top layer run as one call over
+    the batch (`pool_docs_tokens`); the others doc by doc."""
+    pooling = model.attrs["pooling"]
+    if model.attrs["layers"] is None and pooling in TOKEN_POOLINGS:
+        return pool_docs_tokens(hidden, alignments, pooling)
+    return [_pool(model, *parts) for parts in zip(hidden, cls, pooled, layers, alignments, docs)]
+
+
 def _pool(model: "EncoderListener", hidden: torch.Tensor, cls: torch.Tensor, pooled: Optional[torch.Tensor],
           layers: Optional[torch.Tensor], alignment, doc: Doc) -> torch.Tensor:
     pooling = model.attrs["pooling"]
@@ -248,10 +261,13 @@ def _parts(doc: Doc) -> List[int]:
     return [len(doc)] if start is None else [start, len(doc) - start]
 
 
-def _output(model: EncoderListener, rows: torch.Tensor, pieces_per_token, doc: Doc):
+def _output(model: EncoderListener, rows: torch.Tensor, alignment: Optional[Alignment], doc: Doc):
     """What the reader gets for one doc: the rows as they are for a torch head,
-    as thinc arrays sharing their memory for any other model."""
+    as thinc arrays sharing their memory for any other model. `alignment`:
+    the doc's (None: no pieces)."""
     pieces = model.attrs["pooling"] == PIECES
+    if pieces:
+        pieces_per_token = alignment.lengths() if alignment is not None else numpy.zeros(len(doc), dtype="int64")
     if model.attrs[TORCH_OUTPUTS]:
         if model.attrs["layers"] is not None:
             return LayerRows(rows, _parts(doc))
@@ -273,7 +289,7 @@ def _empty(model: EncoderListener, doc: Doc):
         )
     n_rows = 0 if pooling == PIECES else 1 if pooling in DOC_POOLINGS else len(doc)
     rows = torch.zeros((n_rows, model.get_dim("nO")), device=get_torch_default_device())
-    return _output(model, rows, numpy.zeros(len(doc), dtype="int32"), doc)
+    return _output(model, rows, None, doc)
 
 
 def _gradient(model: EncoderListener, d_output) -> torch.Tensor:
@@ -290,12 +306,10 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         if model.needs_width(int(batch.cls.shape[-1])):
             model.set_width(int(batch.cls.shape[-1]))
         _check_pooler(model, batch.pooled is not None)
-        pooled = [
-            _pool(model, h, batch.cls[i], None if batch.pooled is None else batch.pooled[i],
-                  None if batch.layers is None else batch.layers[i], a, doc)
-            for i, (h, a, doc) in enumerate(zip(batch.hidden, batch.alignments, docs))
-        ]
-        outputs = [_output(model, p, a.lengths(), doc) for p, a, doc in zip(pooled, batch.alignments, docs)]
+        n_docs = len(batch.hidden)
+        pooled = _pool_docs(model, batch.hidden, batch.cls, [None] * n_docs if batch.pooled is None else batch.pooled,
+                            [None] * n_docs if batch.layers is None else batch.layers, batch.alignments, docs)
+        outputs = [_output(model, p, a, doc) for p, a, doc in zip(pooled, batch.alignments, docs)]
 
         def backprop(d_outputs) -> List[Doc]:
             """d_outputs: torch tensors (rows only, for pieces) for a torch head, thinc arrays otherwise."""
@@ -305,20 +319,26 @@ def listener_forward(model: EncoderListener, docs: List[Doc], is_train: bool):
         return outputs, backprop
     if is_train and model._outputs is not None:
         model.verify_inputs(docs)  # raises the spaCy error that explains the mismatch
-    outputs = []
-    for doc in docs:
+    outputs = [None] * len(docs)
+    read = []  # (position, doc, encoding) of the docs with an encoding
+    for i, doc in enumerate(docs):
         encoding = doc._.get(ENCODING_ATTR) if Doc.has_extension(ENCODING_ATTR) else None
         if encoding is None:
-            outputs.append(_empty(model, doc))
+            outputs[i] = _empty(model, doc)
             continue
         encoding.check_doc(doc)  # one read from bytes or set by hand may be another Doc's
         if model.needs_width(encoding.width):
             model.set_width(encoding.width)
         _check_pooler(model, encoding.pooled_tensor is not None)
-        rows = _pool(model, encoding.hidden_tensor, encoding.cls_tensor, encoding.pooled_tensor, encoding.layers_tensor,
-                     encoding.alignment, doc)
-        # an encoding kept on the host (store_encoding = "host", or read from bytes) goes to the model's device
-        outputs.append(_output(model, rows.to(get_torch_default_device()), encoding.alignment.lengths(), doc))
+        read.append((i, doc, encoding))
+    encodings = [e for _, _, e in read]
+    rows = _pool_docs(model, [e.hidden_tensor for e in encodings], [e.cls_tensor for e in encodings],
+                      [e.pooled_tensor for e in encodings], [e.layers_tensor for e in encodings],
+                      [e.alignment for e in encodings], [doc for _, doc, _ in read])
+    # an encoding kept on the host (store_encoding = "host", or read from bytes) goes to the model's device
+    device = get_torch_default_device()
+    for (i, doc, encoding), doc_rows in zip(read, rows):
+        outputs[i] = _output(model, doc_rows.to(device), encoding.alignment, doc)
         encoding.read_by(doc, model)
     return outputs, lambda d_outputs: []
 

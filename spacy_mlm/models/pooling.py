@@ -2,7 +2,7 @@
 vector per token or per doc, and from per-piece tag scores to per-token ones.
 Differentiable and device-agnostic (index tensors follow the input's device),
 so training and prediction pool the same way on CPU and GPU."""
-from typing import Optional
+from typing import List, Optional, Sequence
 
 import numpy
 import torch
@@ -24,26 +24,51 @@ def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> tor
     """(n_tokens, width): one row per spaCy token from the rows of its pieces;
     tokens without pieces get zeros."""
     n_tokens, width = alignment.n_tokens, hidden.shape[-1]
-    out = hidden.new_zeros((n_tokens, width))
     if len(alignment.token_index) == 0:
-        return out
+        return hidden.new_zeros((n_tokens, width))
+    if pooling in ("first", "last"):
+        # one row look-up (index_select: a third of the time of indexing with a tensor, a fifth
+        # of index_copy into zeros on a CPU), a token without pieces reading an appended zero row
+        lengths = alignment.lengths()
+        ends = numpy.cumsum(lengths)
+        has = lengths > 0
+        rows = numpy.full(n_tokens, alignment.n_pieces, dtype=numpy.int64)
+        rows[has] = alignment.piece_index[(ends - lengths)[has] if pooling == "first" else ends[has] - 1]
+        source = hidden if has.all() else torch.cat([hidden, hidden.new_zeros((1, width))])
+        return source.index_select(0, _index(rows, hidden.device))
+    out = hidden.new_zeros((n_tokens, width))
     tok = _index(alignment.token_index, hidden.device)
-    piece = _index(alignment.piece_index, hidden.device)
+    piece_rows = hidden.index_select(0, _index(alignment.piece_index, hidden.device))
     if pooling == "mean":
-        out = out.index_add(0, tok, hidden[piece])
+        out = out.index_add(0, tok, piece_rows)
         counts = torch.bincount(tok, minlength=n_tokens).clamp(min=1).to(hidden.dtype)
         return out / counts[:, None]
     if pooling == "max":
         index = tok[:, None].expand(-1, width)
-        return out.scatter_reduce(0, index, hidden[piece], reduce="amax", include_self=False)
-    if pooling in ("first", "last"):
-        lengths = alignment.lengths()
-        ends = numpy.cumsum(lengths)
-        has = numpy.flatnonzero(lengths > 0)
-        pick = (ends - lengths)[has] if pooling == "first" else ends[has] - 1
-        rows = _index(alignment.piece_index[pick], hidden.device)
-        return out.index_copy(0, _index(has, hidden.device), hidden[rows])
+        return out.scatter_reduce(0, index, piece_rows, reduce="amax", include_self=False)
     raise SettingError(f"unknown pooling {pooling!r}: expected one of {', '.join(TOKEN_POOLINGS)}")
+
+
+def pool_docs_tokens(hidden: Sequence[torch.Tensor], alignments: Sequence[Alignment], pooling: str) -> List[torch.Tensor]:
+    """`pool_tokens` of each doc, computed as one call over the batch: the docs'
+    pieces stacked and their alignments joined (each doc's pieces and tokens
+    offset by those before it). A doc's handful of small tensor operations costs
+    more than their arithmetic, so a per-doc call over a batch of sentences
+    took about a seventh of an int8 tagger's prediction time on a CPU. Each
+    doc's rows are a view of the batch's; gradients flow back to every doc's
+    `hidden`."""
+    if not hidden:
+        return []
+    n_pieces = numpy.cumsum([0] + [a.n_pieces for a in alignments])
+    n_tokens = numpy.cumsum([0] + [a.n_tokens for a in alignments])
+    joined = Alignment(
+        n_tokens=int(n_tokens[-1]), n_pieces=int(n_pieces[-1]),
+        token_index=numpy.concatenate([a.token_index + n_tokens[i] for i, a in enumerate(alignments)]),
+        piece_index=numpy.concatenate([a.piece_index + n_pieces[i] for i, a in enumerate(alignments)]),
+    )
+    device = hidden[0].device
+    rows = pool_tokens(torch.cat([h.to(device) for h in hidden]), joined, pooling)
+    return list(torch.split(rows, [a.n_tokens for a in alignments]))
 
 
 def pool_pair_sides(hidden: torch.Tensor, cls: torch.Tensor, alignment: Alignment, pair_start: Optional[int]) -> torch.Tensor:

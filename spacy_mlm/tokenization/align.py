@@ -8,6 +8,7 @@ the subword tokenizer drops (control, zero-width) leave their token without
 pieces; special tokens have empty spans and align to nothing.
 """
 from dataclasses import dataclass
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -88,3 +89,30 @@ def align_pieces_to_tokens(
     token_index, piece_index = token_index[keep], piece_index[keep]
     order = np.lexsort((piece_index, token_index))
     return Alignment(n_tokens, n_pieces, token_index[order], piece_index[order])
+
+
+def align_texts(tokens: Sequence[Tuple[np.ndarray, np.ndarray]], pieces: Sequence[Tuple[np.ndarray, np.ndarray]]) -> List[Alignment]:
+    """`align_pieces_to_tokens` of each text's (starts, ends) of tokens and of
+    pieces, computed as one call: the texts laid end to end (each shifted past
+    the last character of those before it, so no piece reaches another text's
+    tokens), the pairs split back by token. A dozen numpy calls per text cost
+    more than their work on a batch of sentences."""
+    if not tokens:
+        return []
+    reach = [max(int(t_ends.max(initial=0)), int(p_ends.max(initial=0))) + 1 for (_, t_ends), (_, p_ends) in zip(tokens, pieces)]
+    shifts = np.cumsum([0] + reach[:-1])
+    n_tokens = [len(starts) for starts, _ in tokens]
+    n_pieces = [len(starts) for starts, _ in pieces]
+    token_starts, token_ends, piece_starts, piece_ends = (
+        np.concatenate([np.asarray(bounds[k], dtype=np.int64) + shift for bounds, shift in zip(side, shifts)])
+        for side, k in ((tokens, 0), (tokens, 1), (pieces, 0), (pieces, 1))
+    )
+    joined = align_pieces_to_tokens(token_starts, token_ends, piece_starts, piece_ends)
+    token_offsets = np.cumsum([0] + n_tokens)
+    piece_offsets = np.cumsum([0] + n_pieces)
+    cuts = np.searchsorted(joined.token_index, token_offsets)
+    return [
+        Alignment(n_tokens[i], n_pieces[i], joined.token_index[cuts[i]:cuts[i + 1]] - token_offsets[i],
+                  joined.piece_index[cuts[i]:cuts[i + 1]] - piece_offsets[i])
+        for i in range(len(tokens))
+    ]

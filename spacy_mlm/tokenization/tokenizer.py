@@ -95,11 +95,11 @@ class PieceTokenizer:
             for i, pieces in zip(singles, self._in_context([docs[i] for i in singles])):
                 out[i] = pieces
         elif singles:
-            enc = self._encode([docs[i].text for i in singles])
+            texts = [docs[i].text for i in singles]  # Doc.text joins its tokens anew at every call
+            enc = self._encode(texts)
+            offsets = trim_spaces(texts, [np.asarray(offs, dtype=np.int64).reshape(-1, 2) for offs in enc["offset_mapping"]])
             for j, i in enumerate(singles):
-                ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
-                offsets = np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2)
-                out[i] = self._windowed(ids, trim_spaces(docs[i].text, offsets))
+                out[i] = self._windowed(np.asarray(enc["input_ids"][j], dtype=np.int64), offsets[j])
         if pairs:
             read = self._pairs if self.pairs == "joint" else self._pairs_apart
             out_pairs = read([docs[i] for i in pairs])
@@ -142,16 +142,17 @@ class PieceTokenizer:
         contexts = [doc_context(doc) for doc in docs]
         todo = list(range(len(docs)))
         chars = 8 * self.context_pieces + 16
+        doc_texts = [doc.text for doc in docs]
         while todo:
-            edges = [_edges(docs[i].text, *contexts[i], chars) for i in todo]
-            texts = [before + docs[i].text + after for i, (before, after, _, _) in zip(todo, edges)]
+            edges = [_edges(doc_texts[i], *contexts[i], chars) for i in todo]
+            texts = [before + doc_texts[i] + after for i, (before, after, _, _) in zip(todo, edges)]
             enc = self._encode(texts)
+            trimmed = trim_spaces(texts, [np.asarray(offs, dtype=np.int64).reshape(-1, 2) for offs in enc["offset_mapping"]])
             retry = []
             for j, (i, (before, after, whole_before, whole_after)) in enumerate(zip(todo, edges)):
                 ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
-                offsets = trim_spaces(texts[j], np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2))
-                n_text = len(docs[i].text)
-                lo, hi = np.searchsorted(offsets[:, 0], [len(before), len(before) + n_text])
+                offsets = trimmed[j]
+                lo, hi = np.searchsorted(offsets[:, 0], [len(before), len(before) + len(doc_texts[i])])
                 short = (lo < self.context_pieces and not whole_before) or (
                     len(ids) - hi < self.context_pieces and not whole_after
                 )
@@ -190,15 +191,17 @@ class PieceTokenizer:
                 "A sentence pair longer than %d pieces was truncated, longest side first.", self.max_length
             )
             enc = self._encode_pairs(texts_a, texts_b, truncate=True)
-        result = []
-        for j, (doc, (_, b_start, _)) in enumerate(zip(docs, splits)):
-            input_ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
-            type_ids = np.asarray(enc["token_type_ids"][j], dtype=np.int64)
+        contents, piece_offsets = [], []
+        for j, (_, b_start, _) in enumerate(splits):
             offsets = np.asarray(enc["offset_mapping"][j], dtype=np.int64).reshape(-1, 2)
             seq = np.asarray([-1 if s is None else s for s in enc.sequence_ids(j)])
             content = np.flatnonzero(seq >= 0)
-            offsets = offsets[content] + np.where(seq[content] == 1, b_start, 0)[:, None]
-            offsets = trim_spaces(doc.text, offsets)
+            contents.append(content)
+            piece_offsets.append(offsets[content] + np.where(seq[content] == 1, b_start, 0)[:, None])
+        result = []
+        for j, (content, offsets) in enumerate(zip(contents, trim_spaces([doc.text for doc in docs], piece_offsets))):
+            input_ids = np.asarray(enc["input_ids"][j], dtype=np.int64)
+            type_ids = np.asarray(enc["token_type_ids"][j], dtype=np.int64)
             result.append(
                 DocPieces(
                     input_ids[content],
@@ -218,14 +221,10 @@ class PieceTokenizer:
         starts = [pair_char_split(doc)[1] for doc in docs]
         texts = [text for doc, b in zip(docs, starts) for text in (doc.text[:b], doc.text[b:])]
         enc = self._encode(texts)
+        offsets = trim_spaces(texts, [np.asarray(offs, dtype=np.int64).reshape(-1, 2) for offs in enc["offset_mapping"]])
         result = []
         for j, b_start in enumerate(starts):
-            sides = []
-            for k in (2 * j, 2 * j + 1):
-                ids = np.asarray(enc["input_ids"][k], dtype=np.int64)
-                offsets = np.asarray(enc["offset_mapping"][k], dtype=np.int64).reshape(-1, 2)
-                sides.append(self._windowed(ids, trim_spaces(texts[k], offsets)))
-            a, b = sides
+            a, b = (self._windowed(np.asarray(enc["input_ids"][k], dtype=np.int64), offsets[k]) for k in (2 * j, 2 * j + 1))
             result.append(DocPieces(
                 np.concatenate([a.ids, b.ids]), np.concatenate([a.starts, b.starts + b_start]),
                 np.concatenate([a.ends, b.ends + b_start]), a.windows + b.windows,
@@ -261,20 +260,30 @@ def _edges(text: str, before: str, after: str, chars: int) -> Tuple[str, str, bo
     return before, after, whole_before, whole_after
 
 
-def trim_spaces(text: str, offsets: np.ndarray) -> np.ndarray:
-    """(n, 2) piece offsets in `text` without the whitespace at their edges.
+def trim_spaces(texts: Sequence[str], offsets: Sequence[np.ndarray]) -> List[np.ndarray]:
+    """Each text's (n, 2) piece offsets without the whitespace at their edges.
     SentencePiece and byte-level BPE pieces carry the space before a word
     (`▁word`, `Ġword`), and some tokenizers report it in the offsets, so a
     piece would also overlap a whitespace token before it; a piece that is
-    only whitespace (a lone `▁`) becomes empty and aligns to no token."""
-    if not len(offsets) or not text:
-        return offsets
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    space = IS_SPACE[np.minimum(codes, len(IS_SPACE) - 1)]
-    positions = np.arange(len(text) + 1)
-    # the first non-space at or after each position, the last non-space before each
-    next_text = np.minimum.accumulate(np.where(np.append(~space, True), positions, len(text))[::-1])[::-1]
-    last_text = np.maximum.accumulate(np.where(np.insert(~space, 0, True), positions, 0))
-    starts = np.minimum(next_text[offsets[:, 0]], offsets[:, 1])
-    ends = np.maximum(last_text[offsets[:, 1]], starts)
-    return np.stack([starts, ends], axis=1)
+    only whitespace (a lone `▁`) becomes empty and aligns to no token. The
+    texts are read as one (each one's offsets shifted by the texts before it:
+    a piece is trimmed within its own bounds, so it never reaches another
+    text), as a handful of numpy calls per text cost more than their work."""
+    if not texts:
+        return []
+    lengths = [len(offs) for offs in offsets]
+    shifts = np.cumsum([0] + [len(text) for text in texts[:-1]])
+    flat = np.concatenate([np.asarray(offs, dtype=np.int64).reshape(-1, 2) + shift for offs, shift in zip(offsets, shifts)])
+    text = "".join(texts)
+    if len(flat) and text:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        space = IS_SPACE[np.minimum(codes, len(IS_SPACE) - 1)]
+        positions = np.arange(len(text) + 1)
+        # the first non-space at or after each position, the last non-space before each
+        next_text = np.minimum.accumulate(np.where(np.append(~space, True), positions, len(text))[::-1])[::-1]
+        last_text = np.maximum.accumulate(np.where(np.insert(~space, 0, True), positions, 0))
+        starts = np.minimum(next_text[flat[:, 0]], flat[:, 1])
+        ends = np.maximum(last_text[flat[:, 1]], starts)
+        flat = np.stack([starts, ends], axis=1)
+    bounds = np.cumsum(lengths)[:-1]
+    return [part - shift for part, shift in zip(np.split(flat, bounds), shifts)]

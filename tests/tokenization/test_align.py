@@ -3,7 +3,7 @@ import spacy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_mlm.tokenization.align import align_pieces_to_tokens
+from spacy_mlm.tokenization.align import align_pieces_to_tokens, align_texts
 
 
 def brute_force(tok_spans, piece_spans):
@@ -44,6 +44,40 @@ def test_matches_brute_force(token_gaps_lengths, piece_starts_lengths):
         np.array([e for _, e in pieces], dtype=np.int64),
     )
     assert list(zip(align.token_index.tolist(), align.piece_index.tolist())) == brute_force(spans, pieces)
+
+
+def _spans(gaps_lengths):
+    spans, pos = [], 0
+    for gap, length in gaps_lengths:
+        pos += gap
+        spans.append((pos, pos + length))
+        pos += length
+    return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+
+
+TEXT = st.tuples(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4)), max_size=6),
+    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 5)), max_size=8),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TEXT, max_size=5))
+def test_texts_aligned_together_as_each_alone(texts):
+    """Pieces past a text's last token (and tokens or pieces of no length) never
+    reach the next text's tokens when the texts are aligned as one."""
+    tokens = [(s[:, 0], s[:, 1]) for s in (_spans(t) for t, _ in texts)]
+    pieces = []
+    for _, piece_starts_lengths in texts:
+        p = np.asarray([(start, start + n) for start, n in piece_starts_lengths], dtype=np.int64).reshape(-1, 2)
+        pieces.append((p[:, 0], p[:, 1]))
+    together = align_texts(tokens, pieces)
+    assert len(together) == len(texts)
+    for got, (t, p) in zip(together, zip(tokens, pieces)):
+        alone = align_pieces_to_tokens(t[0], t[1], p[0], p[1])
+        assert (got.n_tokens, got.n_pieces) == (alone.n_tokens, alone.n_pieces)
+        assert got.token_index.tolist() == alone.token_index.tolist()
+        assert got.piece_index.tolist() == alone.piece_index.tolist()
 
 
 @settings(max_examples=60, deadline=None)
