@@ -32,7 +32,7 @@ def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> tor
         lengths = alignment.lengths()
         ends = numpy.cumsum(lengths)
         has = lengths > 0
-        rows = numpy.full(n_tokens, alignment.n_pieces, dtype=numpy.int64)
+        rows = numpy.full(n_tokens, len(hidden), dtype=numpy.int64)  # the zero row's index
         rows[has] = alignment.piece_index[(ends - lengths)[has] if pooling == "first" else ends[has] - 1]
         source = hidden if has.all() else torch.cat([hidden, hidden.new_zeros((1, width))])
         return source.index_select(0, _index(rows, hidden.device))
