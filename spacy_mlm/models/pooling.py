@@ -27,8 +27,8 @@ def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> tor
     if len(alignment.token_index) == 0:
         return hidden.new_zeros((n_tokens, width))
     if pooling in ("first", "last"):
-        # one row look-up (index_select: a third of the time of indexing with a tensor, a fifth
-        # of index_copy into zeros on a CPU), a token without pieces reading an appended zero row
+        # one row look-up (index_select: on a CPU faster than indexing with a tensor or index_copy
+        # into zeros), a token without pieces reading an appended zero row
         lengths = alignment.lengths()
         ends = numpy.cumsum(lengths)
         has = lengths > 0
@@ -52,11 +52,9 @@ def pool_tokens(hidden: torch.Tensor, alignment: Alignment, pooling: str) -> tor
 def pool_docs_tokens(hidden: Sequence[torch.Tensor], alignments: Sequence[Alignment], pooling: str) -> List[torch.Tensor]:
     """`pool_tokens` of each doc, computed as one call over the batch: the docs'
     pieces stacked and their alignments joined (each doc's pieces and tokens
-    offset by those before it). A doc's handful of small tensor operations costs
-    more than their arithmetic, so a per-doc call over a batch of sentences
-    took about a seventh of an int8 tagger's prediction time on a CPU. Each
-    doc's rows are a view of the batch's; gradients flow back to every doc's
-    `hidden`."""
+    offset by those before it): a doc's handful of small tensor operations
+    costs more than their arithmetic on a batch of sentences. Each doc's rows
+    are a view of the batch's; gradients flow back to every doc's `hidden`."""
     if not hidden:
         return []
     n_pieces = numpy.cumsum([0] + [a.n_pieces for a in alignments])

@@ -40,7 +40,7 @@ def test_batch_pooling_matches_each_doc_and_its_gradients(pooling):
     together = pool_docs_tokens(hidden, ALIGNMENTS, pooling)
     assert [tuple(r.shape) for r in together] == [(a.n_tokens, 6) for a in ALIGNMENTS]
     for got, want in zip(together, alone):
-        assert torch.equal(got, want)
+        assert torch.allclose(got, want, atol=1e-6)
     for got, want in zip(_grads(together, weights, hidden), expected_grads):
         assert torch.allclose(got, want)
 
