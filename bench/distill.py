@@ -51,7 +51,9 @@ SST-2: accuracy on its whole dev set (872 texts); inference words/s: wall clock,
 
 In parts (what a killed run had built is kept): `--reuse` takes the teacher, the
 students and their int8 copies already under OUT instead of building them again,
-so the training can run on a busy machine and the scoring later on a quiet core:
+so the training can run on a busy machine and the scoring later on a quiet core;
+a distillation stopped part way goes on from its last checkpoint (one every
+twentieth of its steps, the newest kept):
 
     .venv/bin/python bench/distill.py --systems teacher,student_3l,student_2l --no-score
     .venv/bin/python bench/distill.py --systems sst2_teacher,sst2_student_3l --no-score
@@ -133,13 +135,15 @@ def distill_student(args, teacher, texts: Path, gold: Path, settings: dict, out:
     if args.reuse and (out / "model" / "meta.json").exists():
         print(f"reusing {out / 'model'}", flush=True)
         return out / "model"
+    # a run stopped part way (the session ended, a kill) goes on from its last checkpoint with --reuse
+    start = "--resume" if args.reuse and list((out / "checkpoints").glob("step-*")) else "--force"
     teacher = json.dumps([str(t) for t in teacher]) if isinstance(teacher, list) else teacher
     with Stopwatch() as clock:
-        run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, "--force", "--quiet",
+        run([sys.executable, "-m", "spacy_mlm", "distill", args.config, out, start, "--quiet",
              "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
              *(part for key, value in {
                  "max_steps": steps, "batch_size": args.distill_batch, "temperature": args.temperature, "seed": seed,
-                 "checkpoint_every": 0, "cache_teacher": "true", "optimizer.learning_rate": args.distill_lr,
+                 "checkpoint_every": max(1, steps // 20), "keep_checkpoints": 1, "cache_teacher": "true", "optimizer.learning_rate": args.distill_lr,
                  "optimizer.warmup_steps": steps // 10, **settings}.items()
                for part in (f"--distillation.{key}", value))])
     print(f"distilled {out.name} in {clock.seconds:.0f}s", flush=True)
@@ -317,7 +321,8 @@ def main():
     parser.add_argument("--ensemble-student-seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0, 1])
     parser.add_argument("--ensemble-steps", type=int, default=1500, help="distillation steps of each 6-layer student")
     parser.add_argument("--reuse", action="store_true",
-                        help="take the teacher, students and int8 copies an earlier run left under OUT")
+                        help="take the teacher, students and int8 copies an earlier run left under OUT, "
+                        "and resume a distillation it stopped part way")
     parser.add_argument("--no-score", action="store_true", help="build the pipelines only (score later with --reuse)")
     parser.seed()
     parser.threads()

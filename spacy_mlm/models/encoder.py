@@ -57,7 +57,7 @@ def to_doc_encodings(batch: EncoderBatch, tokenizer: PieceTokenizer) -> List[Doc
             hidden_tensor=batch.hidden[i],
             cls_tensor=batch.cls[i],
             layers_tensor=None if batch.layers is None else batch.layers[i],
-            pieces=tokenizer.hf.convert_ids_to_tokens(pieces.ids.tolist()),
+            pieces=tokenizer.piece_strings(pieces.ids),
             pooled_tensor=None if batch.pooled is None else batch.pooled[i],
         )
         for i, (pieces, alignment) in enumerate(zip(batch.pieces, batch.alignments))

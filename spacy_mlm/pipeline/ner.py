@@ -301,16 +301,17 @@ class MLMEntityRecognizer(TrainablePipe):
         scaling = self._score_scaling()
         entity_scores = scaled_scores([p for *_, p in spans.entities], scaling)
         kept = [(e, q) for e, q in zip(spans.entities, entity_scores) if q >= self.cfg.get("threshold", 0.0)]
-        doc.ents = [Span(doc, s, e, label=label) for (s, e, label, _), _ in kept]
-        scored = [e for e, _ in kept] + spans.alternatives
+        entities = [Span(doc, s, e, label=label) for (s, e, label, _), _ in kept]
+        doc.ents = entities
         scores = numpy.concatenate([numpy.array([q for _, q in kept], dtype=float),
                                     scaled_scores([p for *_, p in spans.alternatives], scaling)])
         errors = expected_entity_errors(spans.expected_entities, [e[3] for e, _ in kept])
         attrs = {"scores": scores.astype("float32"), SPAN_PROB_ATTR: self.name,
                  "expected_entities": spans.expected_entities, "expected_errors": errors}
         key = self.cfg.get("spans_key", "mlm_ner")
-        doc.spans[key] = SpanGroup(doc, name=key, spans=[Span(doc, s, e, label=label) for s, e, label, _ in scored],
-                                   attrs=attrs)
+        # the group holds the entities' own Span objects, then the further spans
+        doc.spans[key] = SpanGroup(doc, name=key, attrs=attrs, spans=entities + [
+            Span(doc, s, e, label=label) for s, e, label, _ in spans.alternatives])
 
     def _score_scaling(self) -> Tuple[float, float]:
         return tuple(self.cfg.get("score_scaling", NO_SCALING))
