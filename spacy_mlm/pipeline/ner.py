@@ -55,7 +55,7 @@ from ..scoring.calibration import (NO_SCALING, binary_nll, expected_calibration_
                                    fit_temperature, scaled_scores, unscaled_threshold)
 from ..tagging.crf import apply_constraints
 from ..tagging.emissions import SUBWORD_POOLINGS, TagScores
-from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, tags_to_spans, transition_constraints
+from ..tagging.schemes import UnknownEntityLabels, allowed_tag_mask, make_tag_labels, normalize_scheme, transition_constraints
 from ..tagging.sequences import (DocSpans, SpanRequest, decode_docs, decode_sequences, sequence_offsets, tagging_loss,
                                  tempered, viterbi_queries)
 from ..tagging.span_marginals import expected_entity_errors, span_patterns, span_probabilities
