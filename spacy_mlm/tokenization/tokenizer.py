@@ -78,7 +78,7 @@ class PieceTokenizer:
         self.overlap = min(int(overlap), self.content_length // 2)
         self.set_context(context, context_pieces)
         self.pairs = "joint"  # PAIR_READINGS; the encoder component sets it
-        self._strings = None  # every id's piece string (`piece_strings`), once asked for
+        self._strings = np.empty(0, dtype=object)  # every id's piece string (`piece_strings`), once asked for
 
     def set_context(self, context: str, context_pieces: int) -> None:
         """"none": each Doc is read on its own; "document": each sentence in a window
@@ -113,9 +113,12 @@ class PieceTokenizer:
         a table of the whole vocabulary made at the first call (per id, the
         fast tokenizer's own call is a Python call into Rust, a few times the
         cost of a Doc's other per-piece work)."""
-        if self._strings is None or len(self._strings) != len(self.hf):  # made again if tokens were added
+        try:
+            return self._strings[ids].tolist()
+        except IndexError:  # not made yet, or tokens were added since (at the end: new ids)
+            # (the table's length is not checked at each call: `len` of a fast tokenizer lists its vocabulary)
             self._strings = np.asarray(self.hf.convert_ids_to_tokens(list(range(len(self.hf)))), dtype=object)
-        return self._strings[ids].tolist()
+            return self._strings[ids].tolist()
 
     def windows(self, ids: np.ndarray) -> Tuple[List[Window], np.ndarray, np.ndarray]:
         """The windows over a text's content piece ids, and for each piece the
