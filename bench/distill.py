@@ -143,8 +143,9 @@ def distill_student(args, teacher, texts: Path, gold: Path, settings: dict, out:
              "--paths.teacher", teacher, "--paths.texts", texts, "--paths.gold", gold,
              *(part for key, value in {
                  "max_steps": steps, "batch_size": args.distill_batch, "temperature": args.temperature, "seed": seed,
-                 "checkpoint_every": max(1, steps // 20), "keep_checkpoints": 1, "cache_teacher": "true", "optimizer.learning_rate": args.distill_lr,
-                 "optimizer.warmup_steps": steps // 10, **settings}.items()
+                 "checkpoint_every": max(1, steps // 20), "keep_checkpoints": 1, "cache_teacher": "true",
+                 "optimizer.learning_rate": args.distill_lr, "optimizer.warmup_steps": steps // 10,
+                 **settings}.items()
                for part in (f"--distillation.{key}", value))])
     print(f"distilled {out.name} in {clock.seconds:.0f}s", flush=True)
     return out / "model"

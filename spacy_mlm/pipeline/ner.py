@@ -61,7 +61,7 @@ from ..tagging.sequences import (DocSpans, SpanRequest, decode_docs, decode_sequ
 from ..tagging.span_marginals import expected_entity_errors, span_patterns, span_probabilities
 from ..tokenization.context import CONTEXTS
 from ..util.save import COMPONENT_CFG_VERSION, check_outputs_fit, checked_from_disk
-from ..util.settings import FLAG, INT, NUMBER, NUMBERS, TEXT, TEXTS, SettingError, check_settings, optional
+from ..util.settings import FLAG, INT, NUMBER, NUMBERS, TEXT, TEXTS, SettingValueError, check_settings, optional
 
 TAG_PROBS_ATTR = "tag_probs"
 SPAN_PROB_ATTR = "mlm_prob"
@@ -163,7 +163,7 @@ def make_mlm_ner(
                    n_best=(n_best, optional(INT), ">= 1"), temperature=(temperature, NUMBER, "> 0"),
                    score_scaling=(score_scaling, NUMBERS))
     if len(score_scaling) != 2 or not score_scaling[0] > 0:
-        raise SettingError("mlm_ner", "score_scaling", score_scaling, "[slope, intercept] with a slope above 0")
+        raise SettingValueError("mlm_ner", "score_scaling", score_scaling, "[slope, intercept] with a slope above 0")
     if not Doc.has_extension(TAG_PROBS_ATTR):
         Doc.set_extension(TAG_PROBS_ATTR, default=None)
     if not Span.has_extension(SPAN_PROB_ATTR):

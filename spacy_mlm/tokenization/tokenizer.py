@@ -120,6 +120,11 @@ class PieceTokenizer:
             self._strings = np.asarray(self.hf.convert_ids_to_tokens(list(range(len(self.hf)))), dtype=object)
             return self._strings[ids].tolist()
 
+    def __getstate__(self):
+        """Pickled (a pipeline sent to other processes) without the table of
+        piece strings: the process that reads strings makes its own."""
+        return {**self.__dict__, "_strings": np.empty(0, dtype=object)}
+
     def windows(self, ids: np.ndarray) -> Tuple[List[Window], np.ndarray, np.ndarray]:
         """The windows over a text's content piece ids, and for each piece the
         window that owns it and its row there (specials counted)."""

@@ -13,7 +13,7 @@ import operator
 from pathlib import Path
 from typing import Any, Tuple, Union
 
-from ..errors import SpacyMlmError
+from ..errors import SettingError, SpacyMlmError
 
 INT, NUMBER, FLAG, TEXT = "an integer", "a number", "true or false", "a string"
 INTS, NUMBERS, TEXTS = "a list of integers", "a list of numbers", "a list of strings"
@@ -30,9 +30,10 @@ BOUNDS = {">=": (operator.ge, "at least"), ">": (operator.gt, "above"), "<=": (o
           "<": (operator.lt, "below")}
 
 
-class SettingError(SpacyMlmError):
+class SettingValueError(SettingError):
     """A setting of a component, architecture or config section has a value of
-    the wrong kind or out of its range."""
+    the wrong kind or out of its range: a `spacy_mlm.errors.SettingError` that
+    names the setting and keeps it and its value."""
 
     def __init__(self, where: str, setting: str, value: Any, wanted: str):
         self.setting, self.value = setting, value
@@ -60,15 +61,15 @@ def is_kind(kind, value) -> Tuple[bool, str]:
 
 
 def check_setting(where: str, name: str, value: Any, kind, *bounds: str) -> None:
-    """Raise SettingError unless `value` is of `kind` and within `bounds`."""
+    """Raise SettingValueError unless `value` is of `kind` and within `bounds`."""
     ok, wanted = is_kind(kind, value)
     if not ok:
-        raise SettingError(where, name, value, wanted)
+        raise SettingValueError(where, name, value, wanted)
     if value is None:
         return
     parsed = [(BOUNDS[op], float(limit)) for op, limit in (bound.split() for bound in bounds)]
     if not all(compare(value, limit) for (compare, _), limit in parsed):
-        raise SettingError(where, name, value, " and ".join(f"{words} {limit:g}" for (_, words), limit in parsed))
+        raise SettingValueError(where, name, value, " and ".join(f"{words} {limit:g}" for (_, words), limit in parsed))
 
 
 def check_settings(where: str, **settings: tuple) -> None:

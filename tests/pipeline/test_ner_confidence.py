@@ -176,15 +176,15 @@ def test_a_pipeline_saved_without_the_settings_loads_with_their_defaults(trained
 
 
 def test_bad_settings_are_refused(tiny_model_dir):
-    from spacy_mlm.util.settings import SettingError
+    from spacy_mlm.util.settings import SettingValueError
 
     nlp = make_nlp(tiny_model_dir)
-    with pytest.raises(SettingError, match="threshold"):
+    with pytest.raises(SettingValueError, match="threshold"):
         nlp.add_pipe("mlm_ner", name="ner2", config={"threshold": 1.5})
-    with pytest.raises(SettingError, match="temperature"):
+    with pytest.raises(SettingValueError, match="temperature"):
         nlp.add_pipe("mlm_ner", name="ner3", config={"temperature": 0})
     for bad in ([0.0, 1.0], [1.0], [1.0, 0.0, 2.0]):
-        with pytest.raises(SettingError, match="score_scaling"):
+        with pytest.raises(SettingValueError, match="score_scaling"):
             nlp.add_pipe("mlm_ner", name="ner4", config={"score_scaling": bad})
 
 

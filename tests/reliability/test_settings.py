@@ -7,7 +7,7 @@ import pytest
 import spacy
 
 import spacy_mlm  # noqa: F401
-from spacy_mlm.util.settings import SettingError
+from spacy_mlm.util.settings import SettingValueError
 
 LISTENER = {"@architectures": "spacy_mlm.EncoderListener.v1", "pooling": "cls"}
 CASES = {
@@ -43,10 +43,11 @@ def test_a_bad_setting_fails_at_build_naming_it(case):
     if factory == "mlm_encoder" and "@architectures" not in config["model"]:
         config = {**config, "model": {"path": "/not/read/at/build", **config["model"]}}
     nlp = spacy.blank("en")
-    with pytest.raises(SettingError, match=f"{setting} must be .*, got {re.escape(repr(value))}$") as info:
+    with pytest.raises(SettingValueError, match=f"{setting} must be .*, got {re.escape(repr(value))}$") as info:
         nlp.add_pipe(factory, config=config)
     assert (info.value.setting, info.value.value) == (setting, value)
     assert f"{setting} must be" in str(info.value) and repr(value) in str(info.value)
+    assert isinstance(info.value, spacy_mlm.errors.SettingError)  # the one class a user catches
 
 
 def test_max_batch_pieces_0_fails_in_debug_data_while_the_pipeline_is_built():

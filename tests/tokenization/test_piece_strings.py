@@ -1,6 +1,9 @@
 """`PieceTokenizer.piece_strings`, the pieces' strings read from a table of the
 vocabulary, gives what the tokenizer's own `convert_ids_to_tokens` gives,
-special and added tokens included, and sees tokens added after its first call."""
+special and added tokens included, sees tokens added after its first call, and
+is not pickled with the tokenizer."""
+import pickle
+
 import numpy as np
 import pytest
 
@@ -19,3 +22,13 @@ def test_piece_strings_are_the_tokenizers_own(tmp_path, make):
     hf.add_tokens(["zzyzx-added"])
     added = hf.convert_tokens_to_ids("zzyzx-added")
     assert pieces.piece_strings(np.asarray([added, 0])) == ["zzyzx-added", hf.convert_ids_to_tokens(0)]
+
+
+def test_a_pickled_tokenizer_leaves_its_table_behind_and_makes_its_own(tmp_path):
+    hf = load_tokenizer(str(make_tiny_bert(tmp_path / "model")))
+    pieces = PieceTokenizer(hf, 64, 8)
+    ids = np.asarray([3, 1, 4], dtype=np.int64)
+    expected = pieces.piece_strings(ids)
+    copy = pickle.loads(pickle.dumps(pieces))
+    assert len(pieces._strings) == len(hf) and len(copy._strings) == 0
+    assert copy.piece_strings(ids) == expected
