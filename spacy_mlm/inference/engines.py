@@ -58,6 +58,8 @@ def run_ray(pipeline: str, shards: List[Shard], output_format: str, workers: int
         ray.init(address=address, log_to_driver=False)
     rows = [{"shard": number, "texts": [r.text for r in records], "files": [r.file for r in records],
              "lines": [r.line for r in records]} for number, records in shards]
+    # max_restarts=0 goes to Ray as an extra remote argument, which Ray 2.60 deprecates without a named
+    # parameter for it yet (it warns so); setup.py keeps Ray below 2.64, where it is to go
     dataset = ray.data.from_items(rows, override_num_blocks=max(1, len(rows))).map_batches(
         ShardAnnotator,
         fn_constructor_kwargs={"pipeline": pipeline, "output_format": output_format, "batch_size": batch_size,
