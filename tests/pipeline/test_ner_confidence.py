@@ -7,7 +7,6 @@ import pytest
 import srsly
 
 from spacy_mlm.scoring.calibration import NO_SCALING, binary_nll, scaled_scores, unscaled_threshold
-from spacy_mlm.tagging.schemes import split_tag
 
 from .test_ner import DATA, make_nlp, train
 
